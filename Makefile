@@ -1,0 +1,66 @@
+# Lambda vs Kappa reference deployment. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+UV ?= uv
+LK := $(UV) run lk
+PYTEST_ARGS ?=
+
+##@ First steps
+
+.PHONY: setup
+setup: ## Install the locked Python environment (uv) and check the system tools
+	@command -v $(UV) >/dev/null || { echo "uv is missing: pip install uv (or see README)"; exit 1; }
+	$(UV) sync --frozen
+	@infra/check-tools.sh
+
+.PHONY: demo
+demo: setup ## The main job: both architectures on one workload, side by side
+	$(LK) demo
+
+.PHONY: test
+test: setup ## All tests: unit, and integration against the real local stack it starts itself
+	$(UV) run pytest $(PYTEST_ARGS)
+
+##@ Local stack (Kafka, MinIO, Postgres on loopback)
+
+.PHONY: stack-up
+stack-up: setup ## Start the local services (fetching and building what is missing)
+	$(LK) stack up
+
+.PHONY: stack-down
+stack-down: ## Stop the services the stack started (data stays)
+	$(LK) stack down
+
+.PHONY: stack-status
+stack-status: ## Report each service
+	$(LK) stack status
+
+.PHONY: stack-reset
+stack-reset: ## Stop the stack and delete its data (the download cache stays)
+	$(LK) stack reset
+
+##@ Development
+
+.PHONY: lint
+lint: ## ruff (lint and format check)
+	$(UV) run ruff check .
+	$(UV) run ruff format --check .
+
+.PHONY: fmt
+fmt: ## Format and fix what ruff can
+	$(UV) run ruff format .
+	$(UV) run ruff check --fix .
+
+.PHONY: unit
+unit: ## Unit tests only (no services)
+	$(UV) run pytest -m "not integration" $(PYTEST_ARGS)
+
+.PHONY: bench
+bench: setup ## Benchmarks (not tests): prints measured rates
+	$(UV) run python -m tests.benchmarks.run
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m\n"} \
+	  /^[a-zA-Z_-]+:.*?##/ { printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2 } \
+	  /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)

@@ -1,0 +1,1 @@
+"""Shared core: settings, events, validation, view logic, oracle, workload, Kafka and Spark I/O."""

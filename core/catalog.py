@@ -1,0 +1,57 @@
+"""The five views of CONTRACT section 3: names, columns and the constants of their semantics.
+
+Every layer (oracle, batch, speed, stream, serving) takes view names, column order and the
+window sizes from here, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.timefmt import HOUR_MS, MINUTE_MS
+
+SESSION_GAP_MS = 30 * MINUTE_MS
+"""Two consecutive events of a user whose gap is at most this (inclusive) share a session."""
+
+CLICK_WINDOW_MS = 30 * MINUTE_MS
+"""A click counts for a search when click event_ts is in [search event_ts, + this] (closed)."""
+
+UNKNOWN_SEGMENT = "unknown"
+"""Segment of an order whose user has no profile, or a tombstone, as of the order's event_ts."""
+
+WINDOW_FIELDS = ("window_start", "window_end")
+SESSION_FIELDS = ("session_start", "session_end")
+
+
+@dataclass(frozen=True, slots=True)
+class ViewSpec:
+    """One view: its key fields, its two time fields, its value fields, its window size."""
+
+    name: str
+    keys: tuple[str, ...]
+    """Key fields other than time; they are also the serving API's filters."""
+    time_fields: tuple[str, str]
+    values: tuple[str, ...]
+    window_ms: int | None
+    """Size of the tumbling window; ``None`` for session windows."""
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Column order of a row: keys, then the time fields, then values."""
+        return (*self.keys, *self.time_fields, *self.values)
+
+
+VIEWS: dict[str, ViewSpec] = {
+    spec.name: spec
+    for spec in (
+        ViewSpec("page_views", ("page",), WINDOW_FIELDS, ("count",), MINUTE_MS),
+        ViewSpec("unique_users", (), WINDOW_FIELDS, ("users",), HOUR_MS),
+        ViewSpec("search_ctr", ("query",), WINDOW_FIELDS, ("searches", "clicks", "ctr"), HOUR_MS),
+        ViewSpec("revenue_by_segment", ("segment",), WINDOW_FIELDS, ("revenue_cents",), HOUR_MS),
+        ViewSpec("sessions", ("user_id",), SESSION_FIELDS, ("events",), None),
+    )
+}
+
+VIEW_NAMES: tuple[str, ...] = tuple(VIEWS)
+VIEW_KEYS: dict[str, tuple[str, ...]] = {name: spec.keys for name, spec in VIEWS.items()}
+VIEW_VALUES: dict[str, tuple[str, ...]] = {name: spec.values for name, spec in VIEWS.items()}

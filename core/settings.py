@@ -1,0 +1,121 @@
+"""One settings object, read from the environment (prefix ``LK_``).
+
+The CLI, the layers, the DAGs, the chart's values and the tests all read configuration from
+here, so a value has one name everywhere: ``LK_KAFKA_PORT`` locally is ``kafka.port`` in the
+chart and ``Settings().kafka_port`` in code.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Architecture(StrEnum):
+    LAMBDA = "lambda"
+    KAPPA = "kappa"
+    BOTH = "both"
+
+
+def _project_home() -> Path:
+    """Where the stack keeps its data and cache: ``LK_HOME``, else the working directory."""
+    return Path(os.environ.get("LK_HOME", Path.cwd())).resolve()
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LK_", extra="ignore", frozen=True)
+
+    architecture: Architecture = Architecture.LAMBDA
+
+    # Folders: data of the running stack (wiped by `lk stack reset`) and the download/build
+    # cache (kept by reset, so a second `lk stack up` from nothing is fast).
+    home: Path = Field(default_factory=_project_home)
+    stack_dir: Path | None = None
+    cache_dir: Path | None = None
+
+    # Kafka (KRaft, single node) on loopback.
+    host: str = "127.0.0.1"
+    kafka_port: int = 19092
+    kafka_controller_port: int = 19093
+    kafka_version: str = "4.1.1"
+    kafka_heap: str = "512m"
+    events_topic: str = "events"
+    events_partitions: int = 6
+    profiles_topic: str = "profiles"
+    profiles_partitions: int = 3
+    quarantine_topic: str = "events-quarantine"
+
+    # MinIO (S3 API) on loopback; the local defaults are development credentials only.
+    minio_port: int = 19000
+    minio_console_port: int = 19001
+    minio_access_key: str = "lkminio"
+    minio_secret_key: str = "lkminio-secret"  # noqa: S105 - local development default
+    minio_version: str = "v0.0.0-20260212201848-7aac2a2c5b7c"
+    master_bucket: str = "lk-master"
+    views_bucket: str = "lk-views"
+    checkpoints_bucket: str = "lk-checkpoints"
+    dq_bucket: str = "lk-dq"
+
+    # Postgres: the serving store.
+    postgres_port: int = 15432
+    postgres_user: str = "lk"
+    postgres_password: str = "lk"  # noqa: S105 - local development default
+    postgres_db: str = "serving"
+    postgres_bin_dir: Path | None = None
+
+    # Spark.
+    spark_master: str = "local[2]"
+    spark_shuffle_partitions: int = 4
+    spark_driver_memory: str = "2g"
+    # Connector jars (Kafka source, s3a, Delta); an image sets this to the jars it bakes in.
+    spark_jars_dir: Path | None = None
+
+    # Stream processing.
+    watermark_delay_minutes: int = 10
+
+    # Serving API.
+    serve_port: int = 8000
+
+    # How long `lk stack up` waits for each service to answer.
+    startup_timeout_s: float = 120.0
+
+    @cached_property
+    def stack_path(self) -> Path:
+        return (self.stack_dir or self.home / ".stack").resolve()
+
+    @cached_property
+    def cache_path(self) -> Path:
+        return (self.cache_dir or self.home / ".cache").resolve()
+
+    @cached_property
+    def spark_jars_path(self) -> Path:
+        return (self.spark_jars_dir or self.cache_path / "jars" / "spark").resolve()
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return f"{self.host}:{self.kafka_port}"
+
+    @property
+    def s3_endpoint(self) -> str:
+        return f"http://{self.host}:{self.minio_port}"
+
+    @property
+    def postgres_dsn(self) -> str:
+        return (
+            f"postgresql://{self.postgres_user}:{self.postgres_password}"
+            f"@{self.host}:{self.postgres_port}/{self.postgres_db}"
+        )
+
+    @property
+    def buckets(self) -> tuple[str, ...]:
+        return (self.master_bucket, self.views_bucket, self.checkpoints_bucket, self.dq_bucket)
+
+
+def get_settings() -> Settings:
+    """Read the settings now (never at import time, so tests can set the environment first)."""
+    return Settings()

@@ -1,0 +1,1 @@
+"""Deployment: the local stack of real services, Maven POMs for jars, kind and images."""

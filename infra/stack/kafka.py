@@ -1,0 +1,200 @@
+"""Kafka in KRaft mode, single node (broker and controller in one JVM), from Maven jars.
+
+`KAFKA_HOME` names an existing Kafka installation to use instead (its libs/ folder).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.settings import Architecture, Settings
+from infra.stack import artifacts
+from infra.stack.process import StackError, port_open
+from infra.stack.service import Service
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = WARN
+logger.apache.name = org.apache.kafka
+logger.apache.level = WARN
+"""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    config: dict[str, str]
+
+
+def topic_specs(settings: Settings) -> list[TopicSpec]:
+    """The topics of the log. Kappa replays history from `events`, so it is never deleted."""
+    keep_forever = settings.architecture in (Architecture.KAPPA, Architecture.BOTH)
+    events_retention = "-1" if keep_forever else str(7 * 24 * 3600 * 1000)
+    return [
+        TopicSpec(
+            settings.events_topic,
+            settings.events_partitions,
+            {"retention.ms": events_retention, "message.timestamp.type": "CreateTime"},
+        ),
+        TopicSpec(
+            settings.profiles_topic,
+            settings.profiles_partitions,
+            {"cleanup.policy": "compact", "message.timestamp.type": "CreateTime"},
+        ),
+        TopicSpec(settings.quarantine_topic, 1, {"retention.ms": "-1"}),
+    ]
+
+
+class Kafka(Service):
+    name = "kafka"
+
+    @property
+    def port(self) -> int:
+        return self.settings.kafka_port
+
+    @property
+    def config_file(self) -> Path:
+        return self.data_dir / "server.properties"
+
+    def _classpath(self) -> str:
+        if home := os.environ.get("KAFKA_HOME"):
+            return str(Path(home) / "libs" / "*")
+        return str(artifacts.kafka_jars(self.settings) / "*")
+
+    def _java(self) -> str:
+        java = shutil.which("java")
+        if java is None:
+            raise StackError("kafka: 'java' is not installed (Kafka needs a JDK 17+)")
+        return java
+
+    def prepare(self) -> None:
+        s = self.settings
+        logs = self.data_dir / "data"
+        logs.mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(
+            "\n".join(
+                [
+                    "process.roles=broker,controller",
+                    "node.id=1",
+                    f"controller.quorum.voters=1@{s.host}:{s.kafka_controller_port}",
+                    f"listeners=PLAINTEXT://{s.host}:{s.kafka_port},"
+                    f"CONTROLLER://{s.host}:{s.kafka_controller_port}",
+                    f"advertised.listeners=PLAINTEXT://{s.host}:{s.kafka_port}",
+                    "controller.listener.names=CONTROLLER",
+                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    "inter.broker.listener.name=PLAINTEXT",
+                    f"log.dirs={logs}",
+                    "num.partitions=1",
+                    "offsets.topic.replication.factor=1",
+                    "transaction.state.log.replication.factor=1",
+                    "transaction.state.log.min.isr=1",
+                    "share.coordinator.state.topic.replication.factor=1",
+                    "share.coordinator.state.topic.min.isr=1",
+                    "group.initial.rebalance.delay.ms=0",
+                    "auto.create.topics.enable=false",
+                    # Small segments so that compaction of `profiles` is visible in a demo.
+                    "log.cleaner.min.compaction.lag.ms=0",
+                    "",
+                ]
+            )
+        )
+        (self.data_dir / "log4j2.properties").write_text(
+            _LOG4J2.format(log=self.settings.stack_path / "logs" / "kafka-server.log")
+        )
+        if not (logs / "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            result = subprocess.run(
+                [
+                    self._java(),
+                    "-cp",
+                    self._classpath(),
+                    *self._log_opts(),
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    cluster_id,
+                    "-c",
+                    str(self.config_file),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if result.returncode != 0:
+                detail = (result.stderr or result.stdout).strip().splitlines()[-1:]
+                raise StackError(f"kafka: formatting the KRaft storage failed: {detail}")
+
+    def _log_opts(self) -> list[str]:
+        return [f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}"]
+
+    def launch(self) -> None:
+        self.process.start(
+            [
+                self._java(),
+                f"-Xmx{self.settings.kafka_heap}",
+                f"-Xms{self.settings.kafka_heap}",
+                "-XX:+UseG1GC",
+                "-Djava.awt.headless=true",
+                *self._log_opts(),
+                "-cp",
+                self._classpath(),
+                "kafka.Kafka",
+                str(self.config_file),
+            ]
+        )
+
+    def _admin(self):  # type: ignore[no-untyped-def]
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap})
+
+    def ready(self) -> bool:
+        if not port_open(self.settings.host, self.port):
+            return False  # spares librdkafka's "connection refused" noise while the JVM starts
+        metadata = self._admin().list_topics(timeout=2)
+        return bool(metadata.brokers)
+
+    def provision(self) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        admin = self._admin()
+        existing = set(admin.list_topics(timeout=10).topics)
+        wanted = [t for t in topic_specs(self.settings) if t.name not in existing]
+        if not wanted:
+            return
+        futures = admin.create_topics(
+            [
+                NewTopic(t.name, num_partitions=t.partitions, replication_factor=1, config=t.config)
+                for t in wanted
+            ]
+        )
+        for name, future in futures.items():
+            try:
+                future.result(timeout=30)
+            except Exception as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise StackError(f"kafka: could not create topic {name}: {exc}") from exc
+
+    def status(self):  # type: ignore[no-untyped-def]
+        base = super().status()
+        if not base.running:
+            return base
+        topics = sorted(
+            t for t in self._admin().list_topics(timeout=5).topics if not t.startswith("__")
+        )
+        return type(base)(base.name, True, base.owned, base.address, "topics: " + ", ".join(topics))

@@ -1,0 +1,131 @@
+"""`lk`: the command line of CONTRACT §4.
+
+Every command has `--help`, prints progress on long work, and on failure exits non-zero with a
+one-line reason (`lk: error: ...`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import click
+
+from core.settings import Settings, get_settings
+from lk import demo, stack_commands
+from lk.errors import fail, guarded
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """Lambda vs Kappa on Kafka, Spark, MinIO and Postgres: run, compare, reprocess."""
+    ctx.obj = get_settings()
+
+
+cli.add_command(stack_commands.stack)
+
+
+@cli.command()
+@click.option(
+    "--file",
+    "file",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="JSONL file: one record per line, produced in file order.",
+)
+@click.option("--topic", default=None, help="Topic to append to (default: events).")
+@click.pass_obj
+@guarded
+def produce(settings: Settings, file: Path, topic: str | None) -> None:
+    """Append each line of a JSONL file to a topic, keyed by user_id."""
+    from core.kafka_io import produce_file
+
+    if not file.is_file():
+        fail(f"no such file: {file}")
+    topic = topic or settings.events_topic
+    report = produce_file(
+        settings,
+        file,
+        topic,
+        progress=lambda r: click.echo(f"  {r.records:,} records ({r.rate:,.0f}/s) ...", err=True),
+    )
+    click.echo(
+        f"produced {report.records:,} records to {topic} in {report.seconds:.1f}s "
+        f"({report.rate:,.0f}/s): {report.keyed:,} keyed, {report.raw_unparsed:,} not JSON, "
+        f"{report.tombstones:,} tombstones"
+    )
+
+
+@cli.command()
+@click.option(
+    "--seed", type=int, required=True, help="Random seed: the same seed gives the same files."
+)
+@click.option(
+    "--events",
+    "events",
+    type=click.IntRange(min=1),
+    required=True,
+    help="Number of lines in the events file (duplicates and bad records included).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="Events JSONL to write; profiles go to <stem>.profiles.jsonl beside it.",
+)
+@click.option(
+    "--profiles-out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Where to write the profile changes instead.",
+)
+@click.option(
+    "--hours",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    help="Event-time span of the workload (default: the generator's).",
+)
+@guarded
+def generate(
+    seed: int, events: int, out: Path, profiles_out: Path | None, hours: float | None
+) -> None:
+    """Write a deterministic, realistic workload (events and profile changes) as JSONL."""
+    from core import workload
+
+    spec = workload.WorkloadSpec(seed=seed, events=events)
+    if hours is not None:
+        spec = dataclasses.replace(spec, hours=hours)
+    profiles_out = profiles_out or workload.default_profiles_path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stats = workload.generate(spec, out, profiles_out)
+    click.echo(f"wrote {out} and {profiles_out}")
+    click.echo(workload.summary(stats))
+
+
+def _not_yet(name: str, issue: str) -> click.Command:
+    @click.command(
+        name=name,
+        context_settings={"ignore_unknown_options": True},
+        help=f"Not available yet: arrives with {issue}.",
+    )
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def command(args: tuple[str, ...]) -> None:
+        fail(f"'lk {name}' is not available yet: it arrives with {issue}")
+
+    return command
+
+
+cli.add_command(_not_yet("drain", "the Lambda architecture (issue 3)"))
+cli.add_command(_not_yet("serve", "the serving layer (issue 3)"))
+cli.add_command(_not_yet("reprocess", "Kappa mode (issue 4)"))
+cli.add_command(demo.demo)
+
+
+def main() -> None:
+    cli(prog_name="lk")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Speed layer (Lambda): real-time views after the batch cutoff, by Structured Streaming."""
