@@ -99,7 +99,7 @@ def _record_for(line: bytes, timestamp_field: str) -> _Outgoing:
     """The record for one JSONL line, as CONTRACT §4 says."""
     try:
         obj = json.loads(line)
-    except ValueError:  # not JSON (or not UTF-8): raw bytes, no key
+    except (ValueError, RecursionError):  # not JSON (or not UTF-8, or too deep): raw bytes
         return _Outgoing(None, line, None, parsed=False)
     if not isinstance(obj, dict):
         return _Outgoing(None, line, None, parsed=True)

@@ -49,6 +49,10 @@ class Settings(BaseSettings):
     profiles_topic: str = "profiles"
     profiles_partitions: int = 3
     quarantine_topic: str = "events-quarantine"
+    # Lambda only needs the log until it is archived, but retention is on record timestamps
+    # (`received_ts`): a replayed or generated workload from the past would be deleted on
+    # arrival by any finite time limit. -1 keeps it; set a limit for live traffic.
+    lambda_events_retention_ms: int = -1
 
     # MinIO (S3 API) on loopback; the local defaults are development credentials only.
     minio_port: int = 19000
@@ -109,6 +113,13 @@ class Settings(BaseSettings):
         return (
             f"postgresql://{self.postgres_user}:{self.postgres_password}"
             f"@{self.host}:{self.postgres_port}/{self.postgres_db}"
+        )
+
+    @property
+    def postgres_jdbc_url(self) -> str:
+        return (
+            f"jdbc:postgresql://{self.host}:{self.postgres_port}/{self.postgres_db}"
+            "?reWriteBatchedInserts=true"
         )
 
     @property

@@ -61,6 +61,8 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.hadoop.fs.s3a.committer.name": "directory",
         # Streaming state (watermarked aggregations, per-user histories) off the JVM heap.
         "spark.sql.streaming.stateStore.providerClass": _STATE + ".RocksDBStateStoreProvider",
+        # A JSON object with a repeated key keeps its last value, as Python's json does.
+        "spark.sql.variant.allowDuplicateKeys": "true",
     }
 
 

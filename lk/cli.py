@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from core.settings import Settings, get_settings
-from lk import demo, stack_commands
+from lk import demo, drain_command, serve_command, stack_commands
 from lk.errors import fail, guarded
 
 
@@ -117,10 +117,10 @@ def _not_yet(name: str, issue: str) -> click.Command:
     return command
 
 
-cli.add_command(_not_yet("drain", "the Lambda architecture (issue 3)"))
-cli.add_command(_not_yet("serve", "the serving layer (issue 3)"))
+cli.add_command(serve_command.serve)
 cli.add_command(_not_yet("reprocess", "Kappa mode (issue 4)"))
 cli.add_command(demo.demo)
+cli.add_command(drain_command.drain)
 
 
 def main() -> None:

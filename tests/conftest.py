@@ -75,11 +75,17 @@ def stack(stack_settings: Settings) -> Iterator[Settings]:
 
 
 @pytest.fixture(scope="session")
-def spark(stack: Settings):  # type: ignore[no-untyped-def]
-    """One Spark session for the whole run (it takes 7-20 s to start here)."""
-    from core.spark import build_spark_session
+def spark(stack_settings: Settings):  # type: ignore[no-untyped-def]
+    """One Spark session for the whole run (it takes 7-20 s to start here).
 
-    session = build_spark_session(stack, "lk-tests")
+    It needs the connector jars (fetched once, then cached) but no running service, so the
+    Spark unit tests run without the stack; integration tests ask for ``stack`` as well.
+    """
+    from core.spark import build_spark_session
+    from infra.stack.artifacts import spark_jars
+
+    spark_jars(stack_settings)
+    session = build_spark_session(stack_settings, "lk-tests")
     yield session
     session.stop()
 

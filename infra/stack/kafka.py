@@ -44,7 +44,7 @@ class TopicSpec:
 def topic_specs(settings: Settings) -> list[TopicSpec]:
     """The topics of the log. Kappa replays history from `events`, so it is never deleted."""
     keep_forever = settings.architecture in (Architecture.KAPPA, Architecture.BOTH)
-    events_retention = "-1" if keep_forever else str(7 * 24 * 3600 * 1000)
+    events_retention = "-1" if keep_forever else str(settings.lambda_events_retention_ms)
     return [
         TopicSpec(
             settings.events_topic,

@@ -1,0 +1,138 @@
+"""Real-time views in the serving store: idempotent, keyed replacement per micro-batch.
+
+A micro-batch recomputes some windows (whole hours) and some users' sessions, and replaces
+exactly those rows, together with the stream's progress, in one transaction. The progress row
+holds the last committed batch id: a batch replayed after a crash is recognised and skipped, so
+the writes are exactly once even though Spark's foreachBatch is at least once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import psycopg
+
+from core.catalog import VIEWS
+from core.store.schema import realtime_table
+from core.store.streams import to_ms, to_timestamp
+from core.timefmt import HOUR_MS
+
+
+@dataclass
+class StreamProgress:
+    stream: str
+    last_batch_id: int = -1
+    watermark_ms: int | None = None
+    max_event_ts: int | None = None
+    late_dropped: int = 0
+    quarantined: int = 0
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """New rows for a view, replacing the stream's rows in the given scope.
+
+    Scope: the windows starting in `hours` (hour starts, ms), the sessions of `users`, or, with
+    neither, every row of the stream.
+    """
+
+    view: str
+    rows: Sequence[tuple] = ()
+    hours: Sequence[int] | None = None
+    users: Sequence[str] | None = None
+    columns: tuple[str, ...] = field(default=())
+
+
+def _ts(ms: int | None) -> datetime | None:
+    return None if ms is None else to_timestamp(ms)
+
+
+def _ms(value: datetime | None) -> int | None:
+    return None if value is None else to_ms(value)
+
+
+def load_progress(conn: psycopg.Connection, stream: str) -> StreamProgress:
+    row = conn.execute(
+        "select last_batch_id, watermark, max_event_time, late_dropped, quarantined "
+        "from stream_progress where stream = %s",
+        (stream,),
+    ).fetchone()
+    if row is None:
+        return StreamProgress(stream)
+    return StreamProgress(stream, int(row[0]), _ms(row[1]), _ms(row[2]), int(row[3]), int(row[4]))
+
+
+def _replace(conn: psycopg.Connection, stream: str, change: Replacement) -> None:
+    table = realtime_table(change.view)
+    spec = VIEWS[change.view]
+    if change.users is not None:
+        conn.execute(
+            f"delete from {table} where stream = %s and user_id = any(%s)",
+            (stream, list(change.users)),
+        )
+    elif change.hours is not None:
+        for hour in change.hours:
+            conn.execute(
+                f"delete from {table} where stream = %s and window_start >= %s "
+                "and window_start < %s",
+                (stream, _ts(hour), _ts(hour + HOUR_MS)),
+            )
+    else:
+        conn.execute(f"delete from {table} where stream = %s", (stream,))
+    if not change.rows:
+        return
+    columns = change.columns or spec.columns
+    with conn.cursor().copy(f"copy {table} (stream, {', '.join(columns)}) from stdin") as copy:
+        for row in change.rows:
+            copy.write_row((stream, *row))
+
+
+def commit_batch(
+    conn: psycopg.Connection,
+    progress: StreamProgress,
+    batch_id: int,
+    changes: Sequence[Replacement],
+) -> bool:
+    """Apply a micro-batch's replacements and progress atomically; False if already applied."""
+    with conn.transaction():
+        conn.execute(
+            "insert into stream_progress (stream) values (%s) on conflict do nothing",
+            (progress.stream,),
+        )
+        row = conn.execute(
+            "select last_batch_id from stream_progress where stream = %s for update",
+            (progress.stream,),
+        ).fetchone()
+        if row is not None and int(row[0]) >= batch_id:
+            return False
+        for change in changes:
+            _replace(conn, progress.stream, change)
+        conn.execute(
+            "update stream_progress set last_batch_id = %s, watermark = %s, max_event_time = %s, "
+            "late_dropped = %s, quarantined = %s, updated_at = now() where stream = %s",
+            (
+                batch_id,
+                _ts(progress.watermark_ms),
+                _ts(progress.max_event_ts),
+                progress.late_dropped,
+                progress.quarantined,
+                progress.stream,
+            ),
+        )
+    return True
+
+
+def replace_all(conn: psycopg.Connection, stream: str, changes: Sequence[Replacement]) -> None:
+    """Replace rows without touching progress (the hand-off, inside the caller's transaction)."""
+    for change in changes:
+        _replace(conn, stream, change)
+
+
+def drop_stream(conn: psycopg.Connection, stream: str) -> None:
+    """Delete every real-time row and the progress of a stream (a retired Kappa version)."""
+    with conn.transaction():
+        for view in VIEWS:
+            conn.execute(f"delete from {realtime_table(view)} where stream = %s", (stream,))
+        conn.execute("delete from stream_progress where stream = %s", (stream,))

@@ -1,0 +1,34 @@
+"""Names of the streams that write to the serving store, and exact time conversions.
+
+Writers (archiver, speed layer, Kappa job) and the reader (serving) take these names from here.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+LAMBDA_SPEED = "lambda-speed"
+"""The Lambda speed layer's real-time rows and progress."""
+
+LAMBDA_ARCHIVER = "lambda-archiver"
+"""The archiver's progress: the master dataset's quarantine count."""
+
+KAPPA_PREFIX = "kappa-v"
+"""Kappa stream job version N writes stream `kappa-vN`."""
+
+
+def kappa_stream(version: int) -> str:
+    return f"{KAPPA_PREFIX}{version}"
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
+
+
+def to_ms(value: datetime) -> int:
+    """A timestamptz as epoch milliseconds, in integer arithmetic (no float ever rounds it)."""
+    return (value - _EPOCH) // _ONE_MS
+
+
+def to_timestamp(ms: int) -> datetime:
+    return _EPOCH + ms * _ONE_MS

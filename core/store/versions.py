@@ -1,0 +1,121 @@
+"""View versions and the alias readers follow.
+
+A version is `building` while its rows are written, `ready` once complete and checked,
+`published` while the alias points at it, then `retired` (rows dropped) or `failed`. The alias
+moves in one transaction, together with whatever the hand-off must change at the same instant,
+so a reader never sees half a version or a mix of two.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+
+from core.catalog import VIEW_NAMES
+from core.store.schema import batch_table
+
+
+@dataclass(frozen=True)
+class Version:
+    architecture: str
+    version: int
+    status: str
+    cutoff: datetime | None
+    logic_version: str | None
+
+
+def begin_version(
+    conn: psycopg.Connection,
+    architecture: str,
+    *,
+    cutoff: datetime | None,
+    logic_version: str | None = None,
+) -> int:
+    """Reserve the next version number, status `building`."""
+    with conn.transaction():
+        conn.execute("select pg_advisory_xact_lock(hashtext('view_versions'))")
+        row = conn.execute(
+            "select coalesce(max(version), 0) + 1 from view_versions where architecture = %s",
+            (architecture,),
+        ).fetchone()
+        version = int(row[0]) if row else 1
+        conn.execute(
+            "insert into view_versions (architecture, version, status, cutoff, logic_version) "
+            "values (%s, %s, 'building', %s, %s)",
+            (architecture, version, cutoff, logic_version),
+        )
+    return version
+
+
+def mark(
+    conn: psycopg.Connection,
+    architecture: str,
+    version: int,
+    status: str,
+    row_counts: dict[str, int] | None = None,
+) -> None:
+    with conn.transaction():
+        conn.execute(
+            "update view_versions set status = %s, row_counts = coalesce(%s, row_counts) "
+            "where architecture = %s and version = %s",
+            (
+                status,
+                json.dumps(row_counts) if row_counts is not None else None,
+                architecture,
+                version,
+            ),
+        )
+
+
+def current(conn: psycopg.Connection, architecture: str) -> Version | None:
+    """The version the alias points at (what readers see)."""
+    row = conn.execute(
+        "select a.version, v.status, a.cutoff, v.logic_version from view_alias a "
+        "left join view_versions v using (architecture, version) where a.architecture = %s",
+        (architecture,),
+    ).fetchone()
+    if row is None:
+        return None
+    return Version(architecture, int(row[0]), row[1], row[2], row[3])
+
+
+def latest_ready(conn: psycopg.Connection, architecture: str) -> Version | None:
+    """The newest complete version not yet published (a hand-off waits for it)."""
+    row = conn.execute(
+        "select version, status, cutoff, logic_version from view_versions "
+        "where architecture = %s and status = 'ready' order by version desc limit 1",
+        (architecture,),
+    ).fetchone()
+    if row is None:
+        return None
+    return Version(architecture, int(row[0]), row[1], row[2], row[3])
+
+
+def switch_alias(conn: psycopg.Connection, target: Version) -> None:
+    """Point readers at `target` and retire what it replaces. Call inside a transaction."""
+    conn.execute(
+        "insert into view_alias (architecture, version, cutoff) values (%s, %s, %s) "
+        "on conflict (architecture) do update set version = excluded.version, "
+        "cutoff = excluded.cutoff, switched_at = now()",
+        (target.architecture, target.version, target.cutoff),
+    )
+    conn.execute(
+        "update view_versions set status = 'published', published_at = now() "
+        "where architecture = %s and version = %s",
+        (target.architecture, target.version),
+    )
+    conn.execute(
+        "update view_versions set status = 'retired', retired_at = now() "
+        "where architecture = %s and version < %s and status in ('published', 'ready')",
+        (target.architecture, target.version),
+    )
+
+
+def drop_batch_rows(conn: psycopg.Connection, keep_version: int) -> None:
+    """Delete the rows of versions older than `keep_version` (they are retired)."""
+    with conn.transaction():
+        for view in VIEW_NAMES:
+            conn.execute(f"delete from {batch_table(view)} where version < %s", (keep_version,))

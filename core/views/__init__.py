@@ -1,0 +1,64 @@
+"""The business logic of the five views, once, as DataFrame -> DataFrame functions.
+
+The batch layer, the speed layer and the Kappa job all call these same functions (the
+streaming paths on the static frames of ``foreachBatch``). Nothing here creates a session,
+reads or writes anything, or collects; see ``core.views.parsing`` for the way from raw Kafka
+records to the valid, deduplicated events every view takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from pyspark.sql import DataFrame
+
+from core.catalog import VIEW_NAMES
+from core.views.page_views import page_views
+from core.views.revenue_by_segment import revenue_by_segment
+from core.views.search_ctr import search_ctr
+from core.views.sessions import event_intervals, merge_sessions, sessions
+from core.views.unique_users import unique_users
+
+ViewFunction = Callable[[DataFrame, DataFrame], DataFrame]
+"""``(events, profiles) -> view``: the registry's uniform signature."""
+
+VIEW_FUNCTIONS: Final[dict[str, ViewFunction]] = {
+    "page_views": lambda events, _profiles: page_views(events),
+    "unique_users": lambda events, _profiles: unique_users(events),
+    "search_ctr": lambda events, _profiles: search_ctr(events),
+    "revenue_by_segment": revenue_by_segment,
+    "sessions": lambda events, _profiles: sessions(events),
+}
+"""View name (``core.catalog``) -> its function, in catalogue order."""
+
+assert tuple(VIEW_FUNCTIONS) == VIEW_NAMES, "every catalogued view has one function, in order"
+
+
+def compute_view(name: str, events: DataFrame, profiles: DataFrame) -> DataFrame:
+    """One view by name from valid, deduplicated events and profile versions."""
+    try:
+        function = VIEW_FUNCTIONS[name]
+    except KeyError:
+        raise KeyError(f"unknown view {name!r}; views: {', '.join(VIEW_NAMES)}") from None
+    return function(events, profiles)
+
+
+def compute_all(events: DataFrame, profiles: DataFrame) -> dict[str, DataFrame]:
+    """Every view (catalogue order) from valid, deduplicated events and profile versions."""
+    return {name: function(events, profiles) for name, function in VIEW_FUNCTIONS.items()}
+
+
+__all__ = [
+    "VIEW_FUNCTIONS",
+    "ViewFunction",
+    "compute_all",
+    "compute_view",
+    "event_intervals",
+    "merge_sessions",
+    "page_views",
+    "revenue_by_segment",
+    "search_ctr",
+    "sessions",
+    "unique_users",
+]

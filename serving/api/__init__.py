@@ -1,0 +1,1 @@
+"""The HTTP surface: dependencies and one router per resource."""

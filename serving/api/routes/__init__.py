@@ -1,0 +1,1 @@
+"""Routers: `health` (liveness) and `views` (the five views, merged per architecture)."""

@@ -1,0 +1,56 @@
+"""Response bodies of the serving API (CONTRACT §5), as pydantic models for OpenAPI."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+ReadArchitecture = Literal["lambda", "kappa"]
+"""The architectures a reader can ask for (`both` is a deployment mode, not a view)."""
+
+RowValue = str | int | float
+Row = dict[str, RowValue]
+"""One row of a view, exactly as the oracle spells it: key fields, the two time fields as ISO
+8601 UTC strings, then value fields (integers, except `ctr`, a float)."""
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class ErrorBody(BaseModel):
+    detail: str = Field(description="Why the request was refused, in one sentence.")
+
+
+class ViewMeta(BaseModel):
+    """Where the rows come from and how fresh they are."""
+
+    architecture: ReadArchitecture
+    view_version: int | None = Field(
+        description="The version the alias points at; null before the first one is published."
+    )
+    batch_cutoff: str | None = Field(
+        description="Lambda: batch rows cover windows starting before this instant, real-time "
+        "rows the rest. Always null for Kappa."
+    )
+    speed_watermark: str | None = Field(
+        description="Event-time watermark of the real-time stream read; null before its first "
+        "micro-batch."
+    )
+    quarantined: int = Field(description="Invalid records set aside (never counted in a view).")
+    late_dropped: int = Field(
+        description="Events behind the watermark that the real-time stream dropped."
+    )
+    stream: str | None = Field(
+        description="The real-time stream read: `lambda-speed`, or `kappa-v<view_version>`; "
+        "null for Kappa before a version is published."
+    )
+
+
+class ViewResponse(BaseModel):
+    view: str
+    rows: list[Row] = Field(
+        description="Sorted by key fields, then window (sessions: user_id, session_start)."
+    )
+    meta: ViewMeta

@@ -1,0 +1,350 @@
+"""The stream engine: the log, micro-batch by micro-batch, into real-time views.
+
+The Lambda speed layer and the Kappa job are both this engine, with different settings (a
+stream name, and for Lambda the batch cutoff it must stay after). Each micro-batch:
+
+1. validates the records with the shared parsing; invalid ones go to the stream's quarantine;
+2. drops events behind the event-time watermark (the greatest event time of the earlier
+   micro-batches less the delay, moving only between micro-batches as in Spark) and records
+   each one, so `late_dropped` is a true count and the dropped events can be listed;
+3. keeps the first occurrence of each event (in log order within the batch, and against the
+   events the stream accepted before) and appends the new ones to the stream's state;
+4. recomputes, with the shared view functions, every window the new events or new profile
+   versions touch (whole hours) and the sessions of every user who has new events;
+5. replaces those rows in the serving store together with its progress, in one transaction.
+
+Recomputing whole windows with the batch layer's own functions is what keeps one business
+logic: the speed path is the batch computation applied to the windows that are still open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from core.catalog import CLICK_WINDOW_MS, VIEWS
+from core.frames import empty_profiles
+from core.settings import Settings
+from core.store import realtime
+from core.store.connection import connect, stream_lock
+from core.store.realtime import Replacement, StreamProgress
+from core.timefmt import HOUR_MS
+from core.views import compute_view, parsing
+from core.views.sessions import merge_sessions
+from speed_layer.state import StreamState
+
+if TYPE_CHECKING:
+    import psycopg
+    from pyspark.sql import DataFrame, SparkSession
+
+WINDOW_VIEWS = tuple(name for name, spec in VIEWS.items() if spec.window_ms is not None)
+
+SessionSeeds = Callable[["psycopg.Connection", list[str], int | None], list[tuple]]
+"""Sessions of other layers the stream must continue: (conn, users, cutoff) -> intervals."""
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    stream: str
+    state: StreamState
+    checkpoint: str
+    watermark_delay_ms: int
+    cutoff: Callable[[psycopg.Connection], int | None] = lambda conn: None
+    """Event time before which another layer is responsible (Lambda: the batch cutoff)."""
+    session_seeds: SessionSeeds = lambda conn, users, cutoff: []
+    max_offsets_per_trigger: int = 200_000
+    event_filter: Callable[[DataFrame], DataFrame] | None = None
+    """A logic version's filter on valid events (Kappa reprocessing), applied before views."""
+
+
+@dataclass
+class BatchOutcome:
+    batch_id: int
+    new_events: int = 0
+    late: int = 0
+    invalid: int = 0
+    hours: list[int] = field(default_factory=list)
+    users: int = 0
+    skipped: bool = False
+
+
+def _hour(column: str = "event_ts"):  # type: ignore[no-untyped-def]
+    from pyspark.sql import functions as F
+
+    return (F.floor(F.col(column) / HOUR_MS) * HOUR_MS).cast("long")
+
+
+class StreamEngine:
+    def __init__(self, spark: SparkSession, settings: Settings, spec: StreamSpec) -> None:
+        self.spark = spark
+        self.settings = settings
+        self.spec = spec
+        self.outcomes: list[BatchOutcome] = []
+
+    # -- the query ------------------------------------------------------------------------
+
+    def start(self, *, available_now: bool, trigger_seconds: float = 2.0):  # type: ignore[no-untyped-def]
+        raw = (
+            self.spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", self.settings.kafka_bootstrap)
+            .option("subscribe", f"{self.settings.events_topic},{self.settings.profiles_topic}")
+            .option("startingOffsets", "earliest")
+            .option("failOnDataLoss", "false")
+            .option("maxOffsetsPerTrigger", self.spec.max_offsets_per_trigger)
+            .load()
+        )
+        writer = (
+            raw.writeStream.queryName(self.spec.stream)
+            .option("checkpointLocation", self.spec.checkpoint)
+            .foreachBatch(self.process_batch)
+        )
+        if available_now:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
+        return writer.start()
+
+    # -- one micro-batch ----------------------------------------------------------------------
+
+    def process_batch(self, raw: DataFrame, batch_id: int) -> None:
+        with connect(self.settings) as conn, stream_lock(conn, self.spec.stream):
+            progress = realtime.load_progress(conn, self.spec.stream)
+            if batch_id <= progress.last_batch_id:
+                self.outcomes.append(BatchOutcome(batch_id, skipped=True))
+                return
+            raw = raw.persist()
+            try:
+                outcome, changes = self._compute(conn, raw, batch_id, progress)
+            finally:
+                raw.unpersist()
+            realtime.commit_batch(conn, progress, batch_id, changes)
+            self.outcomes.append(outcome)
+
+    def _compute(
+        self, conn: psycopg.Connection, raw: DataFrame, batch_id: int, progress: StreamProgress
+    ) -> tuple[BatchOutcome, list[Replacement]]:
+        from pyspark.sql import functions as F
+
+        state = self.spec.state
+        outcome = BatchOutcome(batch_id)
+        topic = F.col("topic")
+
+        profiles = parsing.parse_profiles(raw.where(topic == self.settings.profiles_topic))
+        profiles = profiles.persist()
+        state.append(profiles, state.profiles, batch_id)
+
+        parsed = parsing.parse_events(raw.where(topic == self.settings.events_topic)).persist()
+        invalid = parsing.quarantine(parsed)
+        valid = parsing.valid_events(parsed)
+        watermark = progress.watermark_ms
+        is_late = F.col("event_ts") < F.lit(watermark) if watermark is not None else F.lit(False)
+        state.append(invalid, state.quarantine, batch_id)
+        state.append(valid.where(is_late), state.late, batch_id)
+
+        stats = parsed.agg(
+            F.count_if(F.col("reason").isNotNull()).alias("invalid"),
+            F.count_if(F.col("reason").isNull() & is_late).alias("late"),
+            F.max(F.when(F.col("reason").isNull(), F.col("event_ts"))).alias("max_ts"),
+        ).first()
+        assert stats is not None
+        outcome.invalid, outcome.late = int(stats["invalid"]), int(stats["late"])
+
+        cutoff = self.spec.cutoff(conn)
+        on_time = valid.where(~is_late)
+        if cutoff is not None:
+            on_time = on_time.where(F.col("event_ts") >= cutoff)
+        if self.spec.event_filter is not None:
+            on_time = self.spec.event_filter(on_time)
+        accepted = state.read(self.spark, state.events, on_time)
+        earlier_ids = accepted.where(F.col("batch_id") < batch_id).select("event_id")
+        new_events = (
+            parsing.first_in_log(on_time)
+            .join(earlier_ids, "event_id", "left_anti")
+            .withColumn("event_hour", _hour())
+        )
+        state.append(new_events, state.events, batch_id, partition_by=("event_hour",))
+        parsed.unpersist()
+
+        # What changed: the hours of new events (and, for a click, the hour of the searches it
+        # may count for), the users with new events, and the hours of orders a new profile
+        # version re-attributes.
+        new = state.read(self.spark, state.events, on_time).where(F.col("batch_id") == batch_id)
+        touched = new.select(
+            _hour().alias("h"),
+            F.when(
+                F.col("type") == "click",
+                (F.floor((F.col("event_ts") - CLICK_WINDOW_MS) / HOUR_MS) * HOUR_MS).cast("long"),
+            ).alias("hc"),
+            "user_id",
+        )
+        hours = {r["h"] for r in touched.select("h").distinct().collect()}
+        hours |= {r["hc"] for r in touched.select("hc").distinct().collect() if r["hc"] is not None}
+        users = sorted(r["user_id"] for r in touched.select("user_id").distinct().collect())
+        hours |= self._hours_reattributed(profiles, cutoff)
+        profiles.unpersist()
+        if cutoff is not None:
+            hours = {h for h in hours if h >= cutoff}
+        outcome.new_events = new.count()
+        outcome.hours, outcome.users = sorted(hours), len(users)
+
+        changes = self._window_changes(sorted(hours), cutoff)
+        changes += self._session_changes(conn, new, users, cutoff)
+
+        max_ts = stats["max_ts"]
+        if max_ts is not None:
+            progress.max_event_ts = max(int(max_ts), progress.max_event_ts or int(max_ts))
+            progress.watermark_ms = progress.max_event_ts - self.spec.watermark_delay_ms
+        progress.late_dropped += outcome.late
+        progress.quarantined += outcome.invalid
+        return outcome, changes
+
+    def _hours_reattributed(self, profiles: DataFrame, cutoff: int | None) -> set[int]:
+        from pyspark.sql import functions as F
+
+        state = self.spec.state
+        changed = profiles.select("user_id", F.col("updated_ts").alias("changed_ts"))
+        if changed.isEmpty():
+            return set()
+        orders = (
+            self.spark.read.format("delta").load(state.events)
+            if self._exists(state.events)
+            else None
+        )
+        if orders is None:
+            return set()
+        orders = orders.where(F.col("type") == "order")
+        if cutoff is not None:
+            orders = orders.where(F.col("event_ts") >= cutoff)
+        affected = orders.join(changed, "user_id").where(F.col("event_ts") >= F.col("changed_ts"))
+        return {r["h"] for r in affected.select(_hour().alias("h")).distinct().collect()}
+
+    def _exists(self, path: str) -> bool:
+        from delta.tables import DeltaTable
+
+        return bool(DeltaTable.isDeltaTable(self.spark, path))
+
+    # -- recomputation with the shared view functions ------------------------------------
+
+    def _store_events(self, cutoff: int | None) -> DataFrame | None:
+        from pyspark.sql import functions as F
+
+        if not self._exists(self.spec.state.events):
+            return None
+        events = self.spark.read.format("delta").load(self.spec.state.events)
+        return events if cutoff is None else events.where(F.col("event_ts") >= cutoff)
+
+    def _store_profiles(self, like: DataFrame) -> DataFrame:
+        return self.spec.state.read(self.spark, self.spec.state.profiles, like).drop("batch_id")
+
+    def _window_changes(
+        self, hours: list[int], cutoff: int | None, everything: bool = False
+    ) -> list[Replacement]:
+        from pyspark.sql import functions as F
+
+        if not hours and not everything:
+            return []
+        events = self._store_events(cutoff)
+        if events is None:
+            return [Replacement(view, hours=None if everything else hours) for view in WINDOW_VIEWS]
+        if not everything:
+            # A window's events lie within its hour; a search's clicks up to 30 min after it.
+            span = F.lit(False)
+            for hour in hours:
+                span = span | F.col("event_hour").isin(hour, hour + HOUR_MS)
+            events = events.where(span)
+        profiles = self._store_profiles(empty_profiles(self.spark))
+        changes = []
+        for view in WINDOW_VIEWS:
+            frame = compute_view(view, events, profiles)
+            start_ms = (F.col("window_start").cast("double") * 1000).cast("long")
+            if not everything:
+                frame = frame.where((F.floor(start_ms / HOUR_MS) * HOUR_MS).isin(*hours))
+            if cutoff is not None:
+                frame = frame.where(start_ms >= cutoff)
+            rows = [tuple(r) for r in frame.select(*VIEWS[view].columns).collect()]
+            changes.append(Replacement(view, rows, hours=None if everything else hours))
+        return changes
+
+    def _session_changes(
+        self, conn: psycopg.Connection, new: DataFrame, users: list[str], cutoff: int | None
+    ) -> list[Replacement]:
+        """Sessions of `users`: their current real-time sessions (and the sessions another
+        layer leaves open, if not yet continued) merged with the new events."""
+        from pyspark.sql import functions as F
+
+        if not users:
+            return []
+        spec = VIEWS["sessions"]
+        seeds = _current_sessions(conn, self.spec.stream, users)
+        seeds += self.spec.session_seeds(conn, users, cutoff)
+        schema = "user_id string, session_start timestamp, session_end timestamp, events long"
+        intervals = self.spark.createDataFrame(_dedupe_seeds(seeds), schema).unionByName(
+            new.select(
+                "user_id",
+                F.col("event_time").alias("session_start"),
+                F.col("event_time").alias("session_end"),
+                F.lit(1).cast("long").alias("events"),
+            )
+        )
+        rows = [tuple(r) for r in merge_sessions(intervals).select(*spec.columns).collect()]
+        return [Replacement("sessions", rows, users=users)]
+
+    # -- Lambda's hand-off: recompute everything after a new cutoff ----------------------
+
+    def recompute_all(self, conn: psycopg.Connection, cutoff: int | None) -> list[Replacement]:
+        """Every real-time row from the stream's state, for event time from `cutoff` on."""
+        from pyspark.sql import functions as F
+
+        changes = self._window_changes([], cutoff, everything=True)
+        events = self._store_events(cutoff)
+        if events is None:
+            return [*changes, Replacement("sessions")]
+        users = sorted(r["user_id"] for r in events.select("user_id").distinct().collect())
+        session_rows: list[tuple] = []
+        if users:
+            seeds = self.spec.session_seeds(conn, users, cutoff)
+            schema = "user_id string, session_start timestamp, session_end timestamp, events long"
+            intervals = self.spark.createDataFrame(seeds, schema).unionByName(
+                events.select(
+                    "user_id",
+                    F.col("event_time").alias("session_start"),
+                    F.col("event_time").alias("session_end"),
+                    F.lit(1).cast("long").alias("events"),
+                )
+            )
+            session_rows = [
+                tuple(r)
+                for r in merge_sessions(intervals).select(*VIEWS["sessions"].columns).collect()
+            ]
+        return [*changes, Replacement("sessions", session_rows)]
+
+
+def _current_sessions(conn: psycopg.Connection, stream: str, users: list[str]) -> list[tuple]:
+    return [
+        tuple(row)
+        for row in conn.execute(
+            "select user_id, session_start, session_end, events from rt_sessions "
+            "where stream = %s and user_id = any(%s)",
+            (stream, users),
+        ).fetchall()
+    ]
+
+
+def _dedupe_seeds(seeds: list[tuple]) -> list[tuple]:
+    """Drop a seed that lies inside another (a batch session the stream already continued):
+    merging it again would count its events twice."""
+    kept = []
+    for seed in seeds:
+        user, start, end, _ = seed
+        covered = any(
+            other is not seed
+            and other[0] == user
+            and other[1] <= start
+            and other[2] >= end
+            and (other[1], other[2]) != (start, end)
+            for other in seeds
+        )
+        if not covered and seed not in kept:
+            kept.append(seed)
+    return kept

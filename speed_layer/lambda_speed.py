@@ -1,0 +1,115 @@
+"""The Lambda speed layer: the stream engine after the batch cutoff, and the hand-off.
+
+    lk drain --architecture lambda     # archive, batch, then the speed layer until caught up
+
+The speed layer covers event time from the published batch cutoff on. When the batch layer
+marks a new version ready, the speed layer performs the hand-off in one transaction: it
+recomputes its rows from the new cutoff on (continuing the sessions the batch leaves open),
+replaces them, and moves the alias to the new version. Readers see either the old batch with
+the old real-time rows or the new batch with the new ones: never both, never neither.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from core.catalog import SESSION_GAP_MS
+from core.settings import Settings
+from core.store import realtime, versions
+from core.store.connection import connect, stream_lock
+from core.store.schema import create_all
+from core.store.streams import LAMBDA_SPEED as STREAM
+from core.store.streams import to_ms
+from speed_layer.engine import StreamEngine, StreamSpec
+from speed_layer.state import StreamState
+
+if TYPE_CHECKING:
+    import psycopg
+    from pyspark.sql import SparkSession
+
+LAMBDA = "lambda"
+
+
+def _ms(value: datetime | None) -> int | None:
+    return None if value is None else to_ms(value)
+
+
+def published_cutoff(conn: psycopg.Connection) -> int | None:
+    current = versions.current(conn, LAMBDA)
+    return None if current is None else _ms(current.cutoff)
+
+
+def _batch_open_sessions(
+    conn: psycopg.Connection, version: int, cutoff: datetime, users: list[str]
+) -> list[tuple]:
+    """Sessions of batch `version` that a later event could still continue."""
+    horizon = cutoff - timedelta(milliseconds=SESSION_GAP_MS)
+    return [
+        tuple(row)
+        for row in conn.execute(
+            "select user_id, session_start, session_end, events from batch_sessions "
+            "where version = %s and session_end >= %s and user_id = any(%s)",
+            (version, horizon, users),
+        ).fetchall()
+    ]
+
+
+def open_batch_sessions(
+    conn: psycopg.Connection, users: list[str], cutoff: int | None
+) -> list[tuple]:
+    current = versions.current(conn, LAMBDA)
+    if current is None or current.cutoff is None:
+        return []
+    return _batch_open_sessions(conn, current.version, current.cutoff, users)
+
+
+def speed_spec(settings: Settings) -> StreamSpec:
+    return StreamSpec(
+        stream=STREAM,
+        state=StreamState(f"s3a://{settings.views_bucket}/state/{STREAM}"),
+        checkpoint=f"s3a://{settings.checkpoints_bucket}/{STREAM}",
+        watermark_delay_ms=settings.watermark_delay_minutes * 60_000,
+        cutoff=published_cutoff,
+        session_seeds=open_batch_sessions,
+    )
+
+
+class SpeedLayer:
+    """The engine plus the hand-off, serialised by a lock on the stream."""
+
+    def __init__(self, spark: SparkSession, settings: Settings) -> None:
+        self.settings = settings
+        self.engine = StreamEngine(spark, settings, speed_spec(settings))
+        with connect(settings) as conn:
+            create_all(conn)
+
+    def handoff(self) -> int | None:
+        """Publish the newest ready batch version, if any; returns it."""
+        with connect(self.settings) as conn, stream_lock(conn, STREAM):
+            return self._handoff(conn)
+
+    def _handoff(self, conn: psycopg.Connection) -> int | None:
+        ready = versions.latest_ready(conn, LAMBDA)
+        current = versions.current(conn, LAMBDA)
+        if ready is None or (current is not None and ready.version <= current.version):
+            return None
+        cutoff = _ms(ready.cutoff)
+        with conn.transaction():
+            versions.switch_alias(conn, ready)  # seen by the seeds below, committed below
+            changes = self.engine.recompute_all(conn, cutoff)
+            realtime.replace_all(conn, STREAM, changes)
+        versions.drop_batch_rows(conn, ready.version)
+        if cutoff is not None:  # the batch holds these events now
+            state = self.engine.spec.state
+            state.delete(self.engine.spark, state.events, f"event_ts < {cutoff}")
+        return ready.version
+
+    def drain(self) -> None:
+        """Process everything now in the log, then hand off to a ready batch version."""
+        self.handoff()
+        query = self.engine.start(available_now=True)
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise RuntimeError(f"speed layer failed: {query.exception()}")
+        self.handoff()

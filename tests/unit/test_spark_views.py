@@ -1,0 +1,361 @@
+"""The Spark views (core.views) against the reference oracle (core.oracle.compute_views).
+
+The whole Spark path runs on raw Kafka-shaped records: parse -> valid -> first_in_log -> view,
+and must give exactly the oracle's rows for all five views, on generated workloads and on a
+hand-made log of boundary cases. ``merge_sessions`` must give, from sessions already known plus
+new events, the sessions of all the events.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, LongType, StringType, TimestampType
+
+from core.catalog import SESSION_GAP_MS, UNKNOWN_SEGMENT, VIEW_NAMES, VIEWS
+from core.events import ProfileChange, parse_profile_line
+from core.oracle import compute_views, load_jsonl_values, load_profiles_jsonl
+from core.timefmt import iso
+from core.views import VIEW_FUNCTIONS, compute_all, compute_view, merge_sessions, sessions
+from core.views.parsing import (
+    first_in_log,
+    parse_events,
+    parse_profiles,
+    valid_events,
+)
+from core.views.sessions import event_intervals
+from tests.unit.test_spark_parsing import (
+    PROFILE_PARTITIONS,
+    SPARK_CONF,
+    generated,
+    kafka_frame,
+    kafka_rows,
+)
+
+Row = dict[str, Any]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _parsing_conf(spark: SparkSession) -> Iterator[None]:
+    for key, value in SPARK_CONF.items():
+        spark.conf.set(key, value)
+    yield
+
+
+# --- the Spark path and its rows, in the oracle's form ------------------------------------------
+
+
+def spark_events(spark: SparkSession, lines: Sequence[bytes | None]) -> DataFrame:
+    """Valid, deduplicated events from raw event lines: parse -> valid -> first_in_log."""
+    return first_in_log(valid_events(parse_events(kafka_frame(spark, kafka_rows(lines)))))
+
+
+def spark_profiles(spark: SparkSession, lines: Sequence[bytes]) -> DataFrame:
+    """Profile versions from lines in the ``lk produce --topic profiles`` form."""
+    rows = kafka_rows(
+        lines, topic="profiles", partitions=PROFILE_PARTITIONS, timestamp_field="updated_ts"
+    )
+    return parse_profiles(kafka_frame(spark, rows))
+
+
+def _sort_key(spec_name: str) -> Any:
+    columns = VIEWS[spec_name].columns
+    return lambda row: tuple(row[c] for c in columns)
+
+
+def view_rows(frame: DataFrame, name: str) -> list[Row]:
+    """A view's rows as the oracle gives them: ISO timestamps, sorted by keys then time."""
+    spec = VIEWS[name]
+    assert tuple(frame.columns) == spec.columns
+    selected = [
+        F.unix_millis(c).alias(c) if c in spec.time_fields else F.col(c) for c in spec.columns
+    ]
+    rows = [
+        {c: iso(r[c]) if c in spec.time_fields else r[c] for c in spec.columns}
+        for r in frame.select(*selected).collect()
+    ]
+    return sorted(rows, key=_sort_key(name))
+
+
+def assert_views_match_oracle(
+    spark: SparkSession,
+    event_lines: Sequence[bytes | None],
+    profile_lines: Sequence[bytes],
+    profiles: Sequence[ProfileChange],
+) -> dict[str, list[Row]]:
+    """Every Spark view equals the oracle's, row for row; the Spark rows by view."""
+    expected = compute_views(event_lines, profiles).views
+    events = spark_events(spark, event_lines).cache()
+    try:
+        frames = compute_all(events, spark_profiles(spark, profile_lines))
+        assert tuple(frames) == VIEW_NAMES
+        got = {name: view_rows(frame, name) for name, frame in frames.items()}
+    finally:
+        events.unpersist()
+    for name in VIEW_NAMES:
+        want = sorted(expected[name], key=_sort_key(name))
+        assert got[name] == want, f"{name}: Spark {len(got[name])} rows, oracle {len(want)}"
+    return got
+
+
+# --- generated workloads --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("seed", "events", "options"),
+    [
+        (1, 2_500, {}),
+        (2, 1_500, {"hours": 1.0, "users": 25, "profile_tie_fraction": 0.3}),
+    ],
+)
+def test_views_equal_the_oracle_on_a_generated_workload(
+    spark: SparkSession, tmp_path: Path, seed: int, events: int, options: dict[str, Any]
+) -> None:
+    events_path, profiles_path = generated(tmp_path, seed, events, **options)
+    got = assert_views_match_oracle(
+        spark,
+        load_jsonl_values(events_path),
+        load_jsonl_values(profiles_path),
+        load_profiles_jsonl(profiles_path),
+    )
+    # The workload reaches the interesting parts of every view.
+    assert all(got[name] for name in VIEW_NAMES)
+    assert any(row["segment"] == UNKNOWN_SEGMENT for row in got["revenue_by_segment"])
+    assert any(0 < row["ctr"] < 1 for row in got["search_ctr"])
+    assert any(row["events"] > 1 for row in got["sessions"])
+
+
+# --- a hand-made log of boundary cases ----------------------------------------------------------
+
+DAY = 20_758 * 86_400_000  # 2026-11-01T00:00:00Z
+MIN = 60_000
+
+
+def at(hour: int, minute: int = 0, second: int = 0, ms: int = 0) -> int:
+    return DAY + ((hour * 60 + minute) * 60 + second) * 1000 + ms
+
+
+def utc(clock: str) -> str:
+    """``utc("10:01")`` -> ``2026-11-01T10:01:00Z``; a fraction is kept."""
+    return f"2026-11-01T{clock}:00Z" if clock.count(":") == 1 else f"2026-11-01T{clock}Z"
+
+
+def event(
+    event_id: str,
+    type_: str,
+    user_id: str,
+    ts: int,
+    *,
+    skew: int = 0,
+    delay: int = 0,
+    retry: int = 0,
+    **fields: Any,
+) -> bytes:
+    """A valid event whose ``event_ts`` is ``ts``: ``skew`` moves the device clock and
+    ``delay`` the sending, neither changes it; ``retry`` is a producer retry's extra time in
+    transit, which moves ``received_ts`` and so ``event_ts`` too."""
+    obj = {
+        "event_id": event_id,
+        "type": type_,
+        "user_id": user_id,
+        "device_ts": ts + skew,
+        "sent_ts": ts + skew + delay + 100,
+        "received_ts": ts + delay + 100 + retry,
+        **fields,
+    }
+    return json.dumps(obj).encode()
+
+
+def profile(user_id: str, ts: int, segment: str | None) -> bytes:
+    if segment is None:
+        return json.dumps({"user_id": user_id, "tombstone": True, "updated_ts": ts}).encode()
+    return json.dumps({"user_id": user_id, "segment": segment, "updated_ts": ts}).encode()
+
+
+EDGE_EVENTS = [
+    # page_views: 10:00:59.999 and 10:01:00.000 are in different minutes; a skewed device.
+    event("pv-1", "page_view", "u-1", at(10, 0, 59, 999), page="/a"),
+    event("pv-2", "page_view", "u-1", at(10, 1), page="/a", skew=-2 * 3_600_000),
+    event("pv-3", "page_view", "u-2", at(10, 1, 30), page="/b"),
+    b"heartbeat",
+    event("pv-3", "page_view", "u-2", at(10, 1, 30), page="/b", retry=5_000),  # counted once
+    # search_ctr: a click at exactly +30 min counts, at +30 min + 1 ms not, before the search
+    # not, two clicks once; the search's window decides, not the click's.
+    event("s-1", "search", "u-1", at(10, 5), query="q"),
+    event("s-2", "search", "u-2", at(10, 5), query="q"),
+    event("s-3", "search", "u-3", at(10, 59, 59, 999), query="q"),
+    event("s-4", "search", "u-3", at(10, 10), query="r"),
+    event("s-5", "search", "u-1", at(11, 0), query="r"),
+    event("c-0", "click", "u-3", at(10, 9), page="/p", search_id="s-4"),
+    event("c-1", "click", "u-1", at(10, 35), page="/p", search_id="s-1"),
+    event("c-2", "click", "u-2", at(10, 35, 0, 1), page="/p", search_id="s-2"),
+    event("c-3", "click", "u-3", at(11, 0, 10), page="/p", search_id="s-3"),
+    event("c-5", "click", "u-1", at(11, 1), page="/p", search_id="s-5"),
+    event("c-6", "click", "u-1", at(11, 2), page="/p", search_id="s-5"),
+    # revenue_by_segment: as of event time, a tie on updated_ts goes to the later record.
+    event("o-1", "order", "u-5", at(10, 29, 59, 999), amount_cents=100),
+    event("o-2", "order", "u-5", at(10, 30), amount_cents=200),
+    event("o-3", "order", "u-6", at(10, 59), amount_cents=400),
+    event("o-4", "order", "u-6", at(11, 0), amount_cents=800),  # the tombstone's ms
+    event("o-5", "order", "u-7", at(11, 15), amount_cents=1_600),  # never profiled
+    event("o-6", "order", "u-8", at(11, 30), amount_cents=3_200),  # profiled later
+    event("o-7", "order", "u-5", at(11, 0), amount_cents=0, type_note="free"),
+    event("o-8", "order", "u-5", at(10, 5), amount_cents=-5),  # invalid: negative
+    # sessions: a gap of exactly 30 min stays in the session, 30 min + 1 ms starts another.
+    event("x-1", "page_view", "u-4", at(12, 0), page="/s"),
+    event("x-2", "page_view", "u-4", at(12, 30), page="/s"),
+    event("x-3", "page_view", "u-4", at(13, 0, 0, 1), page="/s"),
+    event("x-4", "page_view", "u-4", at(12, 15), page="/s", delay=40 * MIN),  # late, inside
+]
+EDGE_PROFILES = [
+    profile("u-6", at(8), "trial"),
+    profile("u-5", at(9), "free"),
+    profile("u-5", at(10, 30), "pro"),
+    profile("u-5", at(10, 30), "enterprise"),  # same ms, later in the log: wins
+    profile("u-6", at(11), None),
+    profile("u-8", at(12), "pro"),
+]
+
+
+def test_views_equal_the_oracle_on_boundary_cases(spark: SparkSession) -> None:
+    changes = [parse_profile_line(json.loads(line)) for line in EDGE_PROFILES]
+    got = assert_views_match_oracle(spark, EDGE_EVENTS, EDGE_PROFILES, changes)
+
+    # And the values worked out by hand, so that the oracle is not the only judge.
+    minutes = {(r["page"], r["window_start"]): r["count"] for r in got["page_views"]}
+    assert minutes == {
+        ("/a", utc("10:00")): 1,
+        ("/a", utc("10:01")): 1,
+        ("/b", utc("10:01")): 1,
+        ("/s", utc("12:00")): 1,
+        ("/s", utc("12:15")): 1,
+        ("/s", utc("12:30")): 1,
+        ("/s", utc("13:00")): 1,
+    }
+    ctr = {
+        (r["query"], r["window_start"]): (r["searches"], r["clicks"], r["ctr"])
+        for r in got["search_ctr"]
+    }
+    assert ctr == {
+        ("q", utc("10:00")): (3, 2, 2 / 3),
+        ("r", utc("10:00")): (1, 0, 0.0),
+        ("r", utc("11:00")): (1, 1, 1.0),
+    }
+    revenue = {
+        (r["segment"], r["window_start"]): r["revenue_cents"] for r in got["revenue_by_segment"]
+    }
+    assert revenue == {
+        ("free", utc("10:00")): 100,
+        ("enterprise", utc("10:00")): 200,
+        ("trial", utc("10:00")): 400,
+        (UNKNOWN_SEGMENT, utc("11:00")): 800 + 1_600 + 3_200,
+        ("enterprise", utc("11:00")): 0,
+    }
+    u4 = [
+        (r["session_start"], r["session_end"], r["events"])
+        for r in got["sessions"]
+        if r["user_id"] == "u-4"
+    ]
+    assert u4 == [(utc("12:00"), utc("12:30"), 3), (utc("13:00:00.001"), utc("13:00:00.001"), 1)]
+    assert [(r["window_start"], r["users"]) for r in got["unique_users"]] == [
+        (utc("10:00"), 5),
+        (utc("11:00"), 6),
+        (utc("12:00"), 1),
+        (utc("13:00"), 1),
+    ]
+
+
+def test_view_schemas_follow_the_catalogue(spark: SparkSession) -> None:
+    events = spark_events(spark, EDGE_EVENTS[:3])
+    frames = compute_all(events, spark_profiles(spark, EDGE_PROFILES))
+    types = {
+        "window_start": TimestampType(),
+        "window_end": TimestampType(),
+        "session_start": TimestampType(),
+        "session_end": TimestampType(),
+        "ctr": DoubleType(),
+        **dict.fromkeys(("page", "query", "segment", "user_id"), StringType()),
+        **dict.fromkeys(
+            ("count", "users", "searches", "clicks", "revenue_cents", "events"), LongType()
+        ),
+    }
+    for name, frame in frames.items():
+        assert tuple(frame.columns) == VIEWS[name].columns
+        assert [(f.name, f.dataType) for f in frame.schema.fields] == [
+            (c, types[c]) for c in VIEWS[name].columns
+        ], name
+    assert set(VIEW_FUNCTIONS) == set(VIEW_NAMES)
+    with pytest.raises(KeyError, match="no_such_view"):
+        compute_view("no_such_view", events, events)
+
+
+# --- merging sessions -----------------------------------------------------------------------------
+
+
+def intervals(spark: SparkSession, rows: Sequence[tuple[str, int, int, int]]) -> DataFrame:
+    frame = spark.createDataFrame(list(rows), "user_id string, s long, e long, events long")
+    return frame.select(
+        "user_id",
+        F.timestamp_millis("s").alias("session_start"),
+        F.timestamp_millis("e").alias("session_end"),
+        "events",
+    )
+
+
+def test_merge_sessions_bridges_nests_and_keeps_the_30_minute_boundary(
+    spark: SparkSession,
+) -> None:
+    gap = SESSION_GAP_MS
+    known = [
+        ("u-1", at(10), at(10, 20), 4),
+        ("u-1", at(11), at(11, 10), 2),
+        ("u-2", at(10), at(10, 10), 3),
+        ("u-3", at(10), at(10, 10), 3),
+    ]
+    new = [
+        ("u-1", at(10, 40), at(10, 40), 1),  # 20 min after one, 20 before the next: bridges
+        ("u-1", at(10, 5), at(10, 5), 1),  # inside a known session
+        ("u-2", at(10, 10) + gap, at(10, 10) + gap, 1),  # exactly 30 min after: joins
+        ("u-3", at(10, 10) + gap + 1, at(10, 10) + gap + 1, 1),  # 1 ms more: a new session
+        ("u-3", at(9, 0), at(9, 50), 5),  # a session that contains another's start
+        ("u-3", at(9, 20), at(9, 25), 2),  # nested in it
+    ]
+    merged = view_rows(merge_sessions(intervals(spark, known + new)), "sessions")
+    assert [(r["user_id"], r["session_start"], r["session_end"], r["events"]) for r in merged] == [
+        ("u-1", utc("10:00"), utc("11:10"), 8),
+        ("u-2", utc("10:00"), utc("10:40"), 4),
+        ("u-3", utc("09:00"), utc("10:10"), 10),
+        ("u-3", utc("10:40:00.001"), utc("10:40:00.001"), 1),
+    ]
+
+
+def test_merging_known_sessions_with_new_events_equals_sessions_of_all_events(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    events_path, _ = generated(tmp_path, seed=5, events=2_000, hours=2.0, users=20)
+    lines = load_jsonl_values(events_path)
+    parts = 3
+    positions = spark.createDataFrame(
+        [(row[3], row[4], n * parts // len(lines)) for n, row in enumerate(kafka_rows(lines))],
+        "partition int, offset long, part int",
+    )
+    events = spark_events(spark, lines).join(positions, ["partition", "offset"]).cache()
+    try:
+        expected = compute_views(lines).views["sessions"]
+        assert view_rows(sessions(events), "sessions") == expected
+        # As a stream would: the sessions so far, merged with each new part of the log.
+        known: DataFrame | None = None
+        for part in range(parts):
+            new = event_intervals(events.where(F.col("part") == part))
+            known = merge_sessions(new if known is None else known.unionByName(new))
+        assert known is not None
+        assert view_rows(known, "sessions") == expected
+        assert len(expected) > 20
+    finally:
+        events.unpersist()
