@@ -81,6 +81,8 @@ class Settings(BaseSettings):
 
     # Stream processing.
     watermark_delay_minutes: int = 10
+    # Upper bound of records per micro-batch (bounds memory and latency of one micro-batch).
+    stream_max_offsets_per_trigger: int = 200_000
 
     # Serving API.
     serve_port: int = 8000

@@ -72,6 +72,7 @@ def speed_spec(settings: Settings) -> StreamSpec:
         watermark_delay_ms=settings.watermark_delay_minutes * 60_000,
         cutoff=published_cutoff,
         session_seeds=open_batch_sessions,
+        max_offsets_per_trigger=settings.stream_max_offsets_per_trigger,
     )
 
 
