@@ -107,9 +107,9 @@ class Kafka(Service):
                     "share.coordinator.state.topic.min.isr=1",
                     "group.initial.rebalance.delay.ms=0",
                     "auto.create.topics.enable=false",
-                # Retention is on record timestamps, and workloads replayed or generated here
-                # carry past ones: a time limit would delete them on arrival. Topics opt in.
-                "log.retention.ms=-1",
+                    # Retention is on record timestamps, and workloads replayed or generated here
+                    # carry past ones: a time limit would delete them on arrival. Topics opt in.
+                    "log.retention.ms=-1",
                     # Small segments so that compaction of `profiles` is visible in a demo.
                     "log.cleaner.min.compaction.lag.ms=0",
                     "",
