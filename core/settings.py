@@ -48,7 +48,6 @@ class Settings(BaseSettings):
     events_partitions: int = 6
     profiles_topic: str = "profiles"
     profiles_partitions: int = 3
-    quarantine_topic: str = "events-quarantine"
     # Lambda only needs the log until it is archived, but retention is on record timestamps
     # (`received_ts`): a replayed or generated workload from the past would be deleted on
     # arrival by any finite time limit. -1 keeps it; set a limit for live traffic.

@@ -56,7 +56,6 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
             settings.profiles_partitions,
             {"cleanup.policy": "compact", "message.timestamp.type": "CreateTime"},
         ),
-        TopicSpec(settings.quarantine_topic, 1, {"retention.ms": "-1"}),
     ]
 
 

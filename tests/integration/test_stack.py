@@ -26,7 +26,6 @@ def test_stack_started_from_nothing_has_topics_buckets_and_database(stack: Setti
     offsets = end_offsets(stack, stack.events_topic)
     assert len(offsets) == 6
     assert len(end_offsets(stack, stack.profiles_topic)) == stack.profiles_partitions
-    assert len(end_offsets(stack, stack.quarantine_topic)) == 1
     assert _topic_config(stack, stack.profiles_topic)["cleanup.policy"] == "compact"
 
     buckets = {b["Name"] for b in s3_client(stack).list_buckets()["Buckets"]}
