@@ -11,11 +11,11 @@ same batch id, and Delta skips what that batch already committed: no duplicate, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from batch_layer.master_dataset import EVENT_PARTITION_COLUMNS, MasterDataset
+from core.delta_io import append_once
 from core.settings import Settings
 from core.store import realtime
 from core.store.connection import connect
@@ -55,21 +55,6 @@ def _kafka_stream(
     )
 
 
-def _append_once(
-    df: DataFrame, path: str, app_id: str, batch_id: int, partition_by: Iterable[str] = ()
-) -> None:
-    """Append a micro-batch at most once per (app_id, batch_id): Delta's idempotent write."""
-    writer = (
-        df.write.format("delta")
-        .mode("append")
-        .option("txnAppId", app_id)
-        .option("txnVersion", batch_id)
-    )
-    if partition_by:
-        writer = writer.partitionBy(*partition_by)
-    writer.save(path)
-
-
 def archive_events_batch(
     settings: Settings, master: MasterDataset, raw: DataFrame, batch_id: int
 ) -> None:
@@ -85,11 +70,11 @@ def archive_events_batch(
             .withColumn("event_hour", F.hour("event_time"))
             .withColumn("archived_at", archived_at)
         )
-        _append_once(
+        append_once(
             events, master.events, f"{ARCHIVER_APP}-events", batch_id, EVENT_PARTITION_COLUMNS
         )
         quarantined = parsing.quarantine(parsed).withColumn("archived_at", archived_at)
-        _append_once(quarantined, master.quarantine, f"{ARCHIVER_APP}-quarantine", batch_id)
+        append_once(quarantined, master.quarantine, f"{ARCHIVER_APP}-quarantine", batch_id)
         stats = parsed.agg(
             F.count_if(F.col("reason").isNotNull()).alias("invalid"),
             F.max(F.when(F.col("reason").isNull(), F.col("event_ts"))).alias("max_ts"),
@@ -124,7 +109,7 @@ def archive_profiles_batch(
     from pyspark.sql import functions as F
 
     profiles = parsing.parse_profiles(raw).withColumn("archived_at", F.current_timestamp())
-    _append_once(profiles, master.profiles, f"{ARCHIVER_APP}-profiles", batch_id)
+    append_once(profiles, master.profiles, f"{ARCHIVER_APP}-profiles", batch_id)
 
 
 def start(

@@ -31,7 +31,7 @@ from core.store.connection import connect, stream_lock
 from core.store.realtime import Replacement, StreamProgress
 from core.timefmt import HOUR_MS
 from core.views import compute_view, parsing
-from core.views.sessions import merge_sessions
+from core.views.sessions import event_intervals, merge_sessions
 from speed_layer.state import StreamState
 
 if TYPE_CHECKING:
@@ -271,53 +271,31 @@ class StreamEngine:
     ) -> list[Replacement]:
         """Sessions of `users`: their current real-time sessions (and the sessions another
         layer leaves open, if not yet continued) merged with the new events."""
-        from pyspark.sql import functions as F
-
         if not users:
             return []
-        spec = VIEWS["sessions"]
         seeds = _current_sessions(conn, self.spec.stream, users)
         seeds += self.spec.session_seeds(conn, users, cutoff)
+        return [Replacement("sessions", self._merged_sessions(seeds, new), users=users)]
+
+    def _merged_sessions(self, seeds: list[tuple], events: DataFrame) -> list[tuple]:
+        """Known sessions and new events merged by the shared session logic, as rows."""
         schema = "user_id string, session_start timestamp, session_end timestamp, events long"
-        intervals = self.spark.createDataFrame(_dedupe_seeds(seeds), schema).unionByName(
-            new.select(
-                "user_id",
-                F.col("event_time").alias("session_start"),
-                F.col("event_time").alias("session_end"),
-                F.lit(1).cast("long").alias("events"),
-            )
-        )
-        rows = [tuple(r) for r in merge_sessions(intervals).select(*spec.columns).collect()]
-        return [Replacement("sessions", rows, users=users)]
+        known = self.spark.createDataFrame(_dedupe_seeds(seeds), schema)
+        merged = merge_sessions(known.unionByName(event_intervals(events)))
+        return [tuple(row) for row in merged.select(*VIEWS["sessions"].columns).collect()]
 
     # -- Lambda's hand-off: recompute everything after a new cutoff ----------------------
 
     def recompute_all(self, conn: psycopg.Connection, cutoff: int | None) -> list[Replacement]:
         """Every real-time row from the stream's state, for event time from `cutoff` on."""
-        from pyspark.sql import functions as F
-
         changes = self._window_changes([], cutoff, everything=True)
         events = self._store_events(cutoff)
         if events is None:
             return [*changes, Replacement("sessions")]
         users = sorted(r["user_id"] for r in events.select("user_id").distinct().collect())
-        session_rows: list[tuple] = []
-        if users:
-            seeds = self.spec.session_seeds(conn, users, cutoff)
-            schema = "user_id string, session_start timestamp, session_end timestamp, events long"
-            intervals = self.spark.createDataFrame(seeds, schema).unionByName(
-                events.select(
-                    "user_id",
-                    F.col("event_time").alias("session_start"),
-                    F.col("event_time").alias("session_end"),
-                    F.lit(1).cast("long").alias("events"),
-                )
-            )
-            session_rows = [
-                tuple(r)
-                for r in merge_sessions(intervals).select(*VIEWS["sessions"].columns).collect()
-            ]
-        return [*changes, Replacement("sessions", session_rows)]
+        seeds = self.spec.session_seeds(conn, users, cutoff) if users else []
+        rows = self._merged_sessions(seeds, events) if users else []
+        return [*changes, Replacement("sessions", rows)]
 
 
 def _current_sessions(conn: psycopg.Connection, stream: str, users: list[str]) -> list[tuple]:

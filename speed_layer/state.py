@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from core.delta_io import append_once
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -40,16 +42,8 @@ class StreamState:
     ) -> None:
         from pyspark.sql import functions as F
 
-        writer = (
-            df.withColumn("batch_id", F.lit(batch_id).cast("long"))
-            .write.format("delta")
-            .mode("append")
-            .option("txnAppId", path)
-            .option("txnVersion", batch_id)
-        )
-        if partition_by:
-            writer = writer.partitionBy(*partition_by)
-        writer.save(path)
+        tagged = df.withColumn("batch_id", F.lit(batch_id).cast("long"))
+        append_once(tagged, path, app_id=path, batch_id=batch_id, partition_by=partition_by)
 
     def read(
         self, spark: SparkSession, path: str, like: DataFrame, where: Column | None = None
