@@ -109,7 +109,7 @@ class Kafka(Service):
                     # Retention is on record timestamps, and workloads replayed or generated here
                     # carry past ones: a time limit would delete them on arrival. Topics opt in.
                     "log.retention.ms=-1",
-                    # Small segments so that compaction of `profiles` is visible in a demo.
+                    # A profile version may be compacted away as soon as a newer one exists.
                     "log.cleaner.min.compaction.lag.ms=0",
                     "",
                 ]
