@@ -7,6 +7,7 @@ stream name, and for Lambda the batch cutoff it must stay after). Each micro-bat
 2. drops events behind the event-time watermark (the greatest event time of the earlier
    micro-batches less the delay, moving only between micro-batches as in Spark) and records
    each one, so `late_dropped` is a true count and the dropped events can be listed;
+   (a re-sent copy of an event already accepted or dropped is a duplicate, not late);
 3. keeps the first occurrence of each event (in log order within the batch, and against the
    events the stream accepted before) and appends the new ones to the stream's state;
 4. recomputes, with the shared view functions, every window the new events or new profile
@@ -140,15 +141,29 @@ class StreamEngine:
         watermark = progress.watermark_ms
         is_late = F.col("event_ts") < F.lit(watermark) if watermark is not None else F.lit(False)
         state.append(invalid, state.quarantine, batch_id)
-        state.append(valid.where(is_late), state.late, batch_id)
+
+        # A late record is dropped and counted once per event: a re-sent copy of an event the
+        # stream already accepted, or already dropped, is a duplicate, not more late data.
+        before = F.col("batch_id") < batch_id
+        accepted = state.read(self.spark, state.events, valid)
+        earlier_ids = accepted.where(before).select("event_id")
+        dropped_ids = state.read(self.spark, state.late, valid).where(before).select("event_id")
+        late = (
+            parsing.first_in_log(valid.where(is_late))
+            .join(earlier_ids, "event_id", "left_anti")
+            .join(dropped_ids, "event_id", "left_anti")
+        )
+        state.append(late, state.late, batch_id)
 
         stats = parsed.agg(
             F.count_if(F.col("reason").isNotNull()).alias("invalid"),
-            F.count_if(F.col("reason").isNull() & is_late).alias("late"),
             F.max(F.when(F.col("reason").isNull(), F.col("event_ts"))).alias("max_ts"),
         ).first()
         assert stats is not None
-        outcome.invalid, outcome.late = int(stats["invalid"]), int(stats["late"])
+        outcome.invalid = int(stats["invalid"])
+        outcome.late = state.read(
+            self.spark, state.late, valid, F.col("batch_id") == batch_id
+        ).count()
 
         cutoff = self.spec.cutoff(conn)
         on_time = valid.where(~is_late)
@@ -156,8 +171,6 @@ class StreamEngine:
             on_time = on_time.where(F.col("event_ts") >= cutoff)
         if self.spec.event_filter is not None:
             on_time = self.spec.event_filter(on_time)
-        accepted = state.read(self.spark, state.events, on_time)
-        earlier_ids = accepted.where(F.col("batch_id") < batch_id).select("event_id")
         new_events = (
             parsing.first_in_log(on_time)
             .join(earlier_ids, "event_id", "left_anti")
@@ -202,20 +215,11 @@ class StreamEngine:
     def _hours_reattributed(self, profiles: DataFrame, cutoff: int | None) -> set[int]:
         from pyspark.sql import functions as F
 
-        state = self.spec.state
         changed = profiles.select("user_id", F.col("updated_ts").alias("changed_ts"))
-        if changed.isEmpty():
+        events = self._store_events(cutoff)
+        if events is None or changed.isEmpty():
             return set()
-        orders = (
-            self.spark.read.format("delta").load(state.events)
-            if self._exists(state.events)
-            else None
-        )
-        if orders is None:
-            return set()
-        orders = orders.where(F.col("type") == "order")
-        if cutoff is not None:
-            orders = orders.where(F.col("event_ts") >= cutoff)
+        orders = events.where(F.col("type") == "order")
         affected = orders.join(changed, "user_id").where(F.col("event_ts") >= F.col("changed_ts"))
         return {r["h"] for r in affected.select(_hour().alias("h")).distinct().collect()}
 
@@ -257,7 +261,7 @@ class StreamEngine:
         changes = []
         for view in WINDOW_VIEWS:
             frame = compute_view(view, events, profiles)
-            start_ms = (F.col("window_start").cast("double") * 1000).cast("long")
+            start_ms = F.unix_millis(F.col("window_start"))
             if not everything:
                 frame = frame.where((F.floor(start_ms / HOUR_MS) * HOUR_MS).isin(*hours))
             if cutoff is not None:
