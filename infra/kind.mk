@@ -1,0 +1,76 @@
+# Kubernetes on kind: the cluster, the two images, the chart. Included by the Makefile
+# (`include infra/kind.mk`); `make help` lists these targets. Needs docker, kind, kubectl, helm.
+
+KIND ?= kind
+KUBECTL ?= kubectl
+HELM ?= helm
+DOCKER ?= docker
+KIND_CLUSTER ?= lambda-kappa
+NAMESPACE ?= lambda-kappa
+RELEASE ?= lk
+ARCH ?= lambda
+CHART := charts/lambda-kappa
+APP_IMAGE ?= lambda-kappa/app
+AIRFLOW_IMAGE ?= lambda-kappa/airflow
+# A unique tag per commit, and per content of uncommitted changes: kind ignores `kind load` for
+# `latest` (pulled with Always), and a reused tag would leave running pods on the old image.
+IMAGE_TAG ?= $(shell t=$$(git describe --tags --always 2>/dev/null || echo dev); \
+  if [ -n "$$(git status --porcelain 2>/dev/null)" ]; then \
+    t="$$t-dirty-$$( (git diff HEAD; git ls-files --others --exclude-standard) | sha256sum | cut -c1-8)"; \
+  fi; echo "$$t")
+IMAGE_TAG := $(IMAGE_TAG)
+
+##@ Kubernetes (kind)
+
+.PHONY: kind-up
+kind-up: ## Create the one-node kind cluster (infra/kind/cluster.yaml: UI on :8080, API on :8000)
+	@command -v $(KIND) >/dev/null || { echo "kind is missing: https://kind.sigs.k8s.io"; exit 1; }
+	@if $(KIND) get clusters 2>/dev/null | grep -qx '$(KIND_CLUSTER)'; then \
+	  echo "kind cluster $(KIND_CLUSTER) already exists"; \
+	else \
+	  $(KIND) create cluster --name $(KIND_CLUSTER) --config infra/kind/cluster.yaml --wait 120s; \
+	fi
+	$(KUBECTL) --context kind-$(KIND_CLUSTER) get nodes
+
+.PHONY: images
+images: ## Build the app and Airflow images, tagged $(IMAGE_TAG) (never latest)
+	@command -v $(DOCKER) >/dev/null || { echo "docker is missing"; exit 1; }
+	$(DOCKER) build -f infra/docker/app.Dockerfile -t $(APP_IMAGE):$(IMAGE_TAG) .
+	$(DOCKER) build -f infra/docker/airflow.Dockerfile \
+	  --build-arg APP_IMAGE=$(APP_IMAGE):$(IMAGE_TAG) -t $(AIRFLOW_IMAGE):$(IMAGE_TAG) .
+	@echo "built $(APP_IMAGE):$(IMAGE_TAG) and $(AIRFLOW_IMAGE):$(IMAGE_TAG)"
+
+.PHONY: kind-load
+kind-load: ## Load the images of $(IMAGE_TAG) into the kind node (pods use IfNotPresent)
+	$(KIND) load docker-image --name $(KIND_CLUSTER) $(APP_IMAGE):$(IMAGE_TAG) $(AIRFLOW_IMAGE):$(IMAGE_TAG)
+
+.PHONY: install
+install: ## Install or upgrade the chart: make install ARCH=lambda|kappa|both
+	@case '$(ARCH)' in lambda|kappa|both) ;; *) echo "ARCH must be lambda, kappa or both (got '$(ARCH)')"; exit 1;; esac
+	@command -v $(HELM) >/dev/null || { echo "helm is missing: https://helm.sh/docs/intro/install/"; exit 1; }
+	$(HELM) upgrade --install $(RELEASE) $(CHART) \
+	  --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE) --create-namespace \
+	  -f infra/kind/values.yaml \
+	  --set architecture=$(ARCH) \
+	  --set images.app.tag=$(IMAGE_TAG) --set images.airflow.tag=$(IMAGE_TAG) \
+	  --wait --timeout 20m
+	$(KUBECTL) --context kind-$(KIND_CLUSTER) -n $(NAMESPACE) get pods
+	$(HELM) test $(RELEASE) --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE) --logs
+
+.PHONY: uninstall
+uninstall: ## Remove the release; PURGE=1 also deletes its volumes and credentials
+	$(HELM) uninstall $(RELEASE) --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE) --wait || true
+	@if [ "$(PURGE)" = "1" ]; then \
+	  $(KUBECTL) --context kind-$(KIND_CLUSTER) -n $(NAMESPACE) delete pvc,secret,configmap \
+	    -l app.kubernetes.io/instance=$(RELEASE) --ignore-not-found; \
+	else \
+	  echo "kept: the data volumes, $(RELEASE)-credentials and $(RELEASE)-kafka (PURGE=1 deletes them)"; \
+	fi
+
+.PHONY: kind-down
+kind-down: ## Delete the kind cluster and everything in it
+	$(KIND) delete cluster --name $(KIND_CLUSTER)
+
+.PHONY: chart-test
+chart-test: ## Chart tests, offline: render with Helm, lint, validate every object, hadolint
+	$(UV) run pytest tests/charts -q

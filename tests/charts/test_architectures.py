@@ -1,0 +1,182 @@
+"""What each architecture deploys: Kappa has no archiver, no batch RBAC, no batch DAG wiring
+and keeps `events` forever; Lambda has the archiver, the speed layer and the batch wiring;
+`both` has both."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.charts.chart_utils import Rendered, containers, env_of, render, render_set
+
+LAMBDA_ONLY = {"archiver", "speed-layer"}
+KAPPA_ONLY = {"kappa-stream"}
+ALWAYS = {
+    "kafka",
+    "minio",
+    "postgres",
+    "serving",
+    "airflow-api-server",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+}
+
+
+def _env(rendered: Rendered, component: str, kind: str = "Deployment") -> dict[str, str]:
+    (workload,) = rendered.by_component(kind, component)
+    main = next(containers(workload, init=False))
+    return {k: v.get("value", "<from secret>") for k, v in env_of(main).items()}
+
+
+def _args(rendered: Rendered, component: str) -> list[str]:
+    (workload,) = rendered.by_component("Deployment", component)
+    return list(next(containers(workload, init=False))["args"])
+
+
+def _init_job(rendered: Rendered) -> dict:
+    (job,) = rendered.by_component("Job", "init")
+    return job
+
+
+class TestKappa:
+    @pytest.fixture
+    def rendered(self) -> Rendered:
+        return render_set("kappa")  # cached: one render for the class
+
+    def test_should_deploy_the_stream_job_and_no_lambda_component(self, rendered: Rendered) -> None:
+        deployed = rendered.components("Deployment", "StatefulSet")
+        assert deployed == ALWAYS | KAPPA_ONLY
+        assert _args(rendered, "kappa-stream") == ["lk", "stream", "--architecture", "kappa"]
+
+    def test_should_have_no_batch_rbac(self, rendered: Rendered) -> None:
+        assert rendered.of_kind("Role", "RoleBinding", "ServiceAccount") == []
+        scheduler = rendered.by_component("Deployment", "airflow-scheduler")[0]
+        assert "serviceAccountName" not in scheduler["spec"]["template"]["spec"]
+
+    def test_should_not_wire_the_batch_dag_in_airflow(self, rendered: Rendered) -> None:
+        for component in ("airflow-scheduler", "airflow-dag-processor", "airflow-api-server"):
+            env = _env(rendered, component)
+            assert env["LK_ARCHITECTURE"] == "kappa"
+            assert "LK_BATCH_SCHEDULE" not in env
+
+    def test_should_keep_events_forever_even_with_a_lambda_retention(self) -> None:
+        rendered = render({"architecture": "kappa", "kafka": {"lambdaEventsRetentionMs": 3600000}})
+        job = _init_job(rendered)
+        assert job["metadata"]["annotations"]["lambda-kappa.io/events-retention-ms"] == "-1"
+        env = _env(rendered, "init", kind="Job")
+        assert env["LK_ARCHITECTURE"] == "kappa"
+        assert "LK_LAMBDA_EVENTS_RETENTION_MS" not in env
+
+    def test_should_serve_kappa(self, rendered: Rendered) -> None:
+        assert _args(rendered, "serving")[:4] == ["lk", "serve", "--architecture", "kappa"]
+
+
+class TestLambda:
+    @pytest.fixture
+    def rendered(self) -> Rendered:
+        return render_set("lambda")
+
+    def test_should_deploy_archiver_and_speed_layer_but_no_kappa_job(
+        self, rendered: Rendered
+    ) -> None:
+        assert rendered.components("Deployment", "StatefulSet") == ALWAYS | LAMBDA_ONLY
+        assert _args(rendered, "archiver") == ["lk", "archive"]
+        assert _args(rendered, "speed-layer") == ["lk", "stream", "--architecture", "lambda"]
+
+    def test_should_bind_the_spark_role_to_the_batch_service_account(
+        self, rendered: Rendered
+    ) -> None:
+        (role,) = rendered.of_kind("Role")
+        resources = set(role["rules"][0]["resources"])
+        assert {"pods", "services", "configmaps", "persistentvolumeclaims"} <= resources
+        assert "create" in role["rules"][0]["verbs"]
+        (binding,) = rendered.of_kind("RoleBinding")
+        (account,) = rendered.of_kind("ServiceAccount")
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": role["metadata"]["name"],
+        }
+        assert binding["subjects"][0]["name"] == account["metadata"]["name"]
+        assert rendered.of_kind("ClusterRole", "ClusterRoleBinding") == []
+        scheduler = rendered.by_component("Deployment", "airflow-scheduler")[0]
+        spec = scheduler["spec"]["template"]["spec"]
+        assert spec["serviceAccountName"] == account["metadata"]["name"]
+        # local[2]: the batch driver needs no API access, so no token is mounted.
+        assert spec["automountServiceAccountToken"] is False
+
+    def test_should_wire_the_batch_dag_in_airflow(self, rendered: Rendered) -> None:
+        env = _env(rendered, "airflow-scheduler")
+        assert env["LK_ARCHITECTURE"] == "lambda"
+        assert env["LK_BATCH_SCHEDULE"] == "@hourly"
+
+    def test_should_pass_the_finite_lambda_retention_to_init(self, rendered: Rendered) -> None:
+        job = _init_job(rendered)
+        assert job["metadata"]["annotations"]["lambda-kappa.io/events-retention-ms"] == "604800000"
+        assert _env(rendered, "init", kind="Job")["LK_LAMBDA_EVENTS_RETENTION_MS"] == "604800000"
+
+    def test_should_keep_events_forever_by_default(self) -> None:
+        job = _init_job(render({"architecture": "lambda"}))
+        assert job["metadata"]["annotations"]["lambda-kappa.io/events-retention-ms"] == "-1"
+
+
+class TestBoth:
+    @pytest.fixture
+    def rendered(self) -> Rendered:
+        return render_set("both")
+
+    def test_should_deploy_every_component(self, rendered: Rendered) -> None:
+        expected = ALWAYS | LAMBDA_ONLY | KAPPA_ONLY
+        assert rendered.components("Deployment", "StatefulSet") == expected
+
+    def test_should_have_batch_rbac_and_batch_wiring(self, rendered: Rendered) -> None:
+        assert rendered.by_component("ServiceAccount", "spark-batch")
+        assert rendered.by_component("RoleBinding", "spark-batch")
+        assert _env(rendered, "airflow-scheduler")["LK_BATCH_SCHEDULE"] == "@hourly"
+
+    def test_should_keep_events_forever(self, rendered: Rendered) -> None:
+        job = _init_job(rendered)
+        assert job["metadata"]["annotations"]["lambda-kappa.io/events-retention-ms"] == "-1"
+        assert "LK_LAMBDA_EVENTS_RETENTION_MS" not in _env(rendered, "init", kind="Job")
+
+    def test_should_serve_both(self, rendered: Rendered) -> None:
+        assert _args(rendered, "serving")[:4] == ["lk", "serve", "--architecture", "both"]
+
+
+class TestSparkOnKubernetes:
+    @pytest.fixture
+    def rendered(self) -> Rendered:
+        return render_set("spark-kubernetes")
+
+    def test_should_run_the_stream_driver_with_the_spark_service_account(
+        self, rendered: Rendered
+    ) -> None:
+        (job,) = rendered.by_component("Deployment", "kappa-stream")
+        spec = job["spec"]["template"]["spec"]
+        (account,) = rendered.by_component("ServiceAccount", "spark-stream")
+        assert spec["serviceAccountName"] == account["metadata"]["name"]
+        assert spec["automountServiceAccountToken"] is True
+        (binding,) = rendered.by_component("RoleBinding", "spark-stream")
+        assert binding["subjects"][0]["name"] == account["metadata"]["name"]
+        # Kappa: the stream role only, still no batch identity.
+        assert rendered.by_component("ServiceAccount", "spark-batch") == []
+
+    def test_should_give_executors_a_way_back_to_the_driver(self, rendered: Rendered) -> None:
+        env = _env(rendered, "kappa-stream")
+        assert env["LK_SPARK_MASTER"] == "k8s://https://kubernetes.default.svc"
+        assert env["SPARK_LOCAL_IP"] == "$(POD_IP)"
+        assert env["SPARK_CONF_DIR"] == "/opt/lk/spark-conf"
+        assert "spark.kubernetes.driver.pod.name=$(POD_NAME)" in env["PYSPARK_SUBMIT_ARGS"]
+        (job,) = rendered.by_component("Deployment", "kappa-stream")
+        ports = {p["containerPort"] for p in next(containers(job, init=False))["ports"]}
+        assert ports == {7078, 7079}
+        (config,) = rendered.by_component("ConfigMap", "spark-conf")
+        conf = config["data"]["spark-defaults.conf"]
+        assert "spark.driver.port                            7078" in conf
+        assert "spark.kubernetes.container.image             lambda-kappa/app:0.1.0" in conf
+        assert "spark.kubernetes.namespace                   lambda-kappa" in conf
+
+    def test_local_mode_should_have_no_spark_kubernetes_objects(self) -> None:
+        rendered = render_set("kappa")
+        assert rendered.by_component("ConfigMap", "spark-conf") == []
+        assert "SPARK_CONF_DIR" not in _env(rendered, "kappa-stream")

