@@ -55,3 +55,24 @@ VIEWS: dict[str, ViewSpec] = {
 VIEW_NAMES: tuple[str, ...] = tuple(VIEWS)
 VIEW_KEYS: dict[str, tuple[str, ...]] = {name: spec.keys for name, spec in VIEWS.items()}
 VIEW_VALUES: dict[str, tuple[str, ...]] = {name: spec.values for name, spec in VIEWS.items()}
+
+# --- logic versions (Kappa reprocessing, Lambda recomputation) ----------------------------------
+
+UNTRUSTED_CLOCK_MS = 10 * MINUTE_MS
+"""Logic version 2 leaves out an event whose device clock is this far or more off the server's."""
+
+LOGIC_VERSIONS: dict[str, str] = {
+    "1": "the views exactly as CONTRACT section 3 defines them",
+    "2": "as 1, but events from devices whose clock is 10 minutes or more off the server's "
+    "(|received_ts - sent_ts| >= 10 min) are left out as untrusted",
+}
+"""A logic version -> what it computes. A reprocess with a new version shows the change."""
+
+DEFAULT_LOGIC_VERSION = "1"
+
+
+def check_logic_version(version: str) -> str:
+    if version not in LOGIC_VERSIONS:
+        known = ", ".join(sorted(LOGIC_VERSIONS))
+        raise ValueError(f"unknown logic version {version!r}; known: {known}")
+    return version

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def append_once(
@@ -28,3 +28,14 @@ def append_once(
     if partitions:
         writer = writer.partitionBy(*partitions)
     writer.save(path)
+
+
+def delete_tree(spark: SparkSession, uri: str) -> bool:
+    """Delete everything under `uri` (s3a:// or a local path); False if nothing was there.
+
+    Through Hadoop's FileSystem, so the object store's credentials are the session's own.
+    """
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    return bool(fs.exists(path) and fs.delete(path, True))

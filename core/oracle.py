@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.catalog import CLICK_WINDOW_MS, SESSION_GAP_MS, UNKNOWN_SEGMENT, VIEW_NAMES
+from core.catalog import (
+    CLICK_WINDOW_MS,
+    SESSION_GAP_MS,
+    UNKNOWN_SEGMENT,
+    UNTRUSTED_CLOCK_MS,
+    VIEW_NAMES,
+    check_logic_version,
+)
 from core.events import Event, ProfileChange, Rejected, parse_event, parse_profile_line
 from core.timefmt import HOUR_MS, MINUTE_MS, iso, window_start
 
@@ -221,6 +228,21 @@ def compute_views(
         rejected_by_reason=dict(sorted(rejected.items())),
         not_kept=len(events) - len(kept),
     )
+
+
+def logic_keep(logic_version: str) -> Callable[[Event], bool] | None:
+    """The events a logic version keeps (``core.catalog.LOGIC_VERSIONS``), as a ``keep``."""
+    if check_logic_version(logic_version) == "2":
+        return lambda event: abs(event.received_ts - event.sent_ts) < UNTRUSTED_CLOCK_MS
+    return None
+
+
+def keep_all_of(*keeps: Callable[[Event], bool] | None) -> Callable[[Event], bool] | None:
+    """A ``keep`` that keeps what every given one keeps (None: keep everything)."""
+    given = [k for k in keeps if k is not None]
+    if not given:
+        return None
+    return lambda event: all(k(event) for k in given)
 
 
 # --- inputs from files ------------------------------------------------------------------------

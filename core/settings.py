@@ -22,6 +22,13 @@ class Architecture(StrEnum):
     BOTH = "both"
 
 
+class SparkBackend(StrEnum):
+    """Where the DAGs' Spark steps run: in the Airflow task, or in a pod of their own."""
+
+    LOCAL = "local"
+    KUBERNETES = "kubernetes"
+
+
 def _project_home() -> Path:
     """Where the stack keeps its data and cache: ``LK_HOME``, else the working directory."""
     return Path(os.environ.get("LK_HOME", Path.cwd())).resolve()
@@ -40,6 +47,10 @@ class Settings(BaseSettings):
 
     # Kafka (KRaft, single node) on loopback.
     host: str = "127.0.0.1"
+    # Per-service hosts (Kubernetes: each service's DNS name); each defaults to `host`.
+    kafka_host: str | None = None
+    minio_host: str | None = None
+    postgres_host: str | None = None
     kafka_port: int = 19092
     kafka_controller_port: int = 19093
     kafka_version: str = "4.1.1"
@@ -82,6 +93,26 @@ class Settings(BaseSettings):
     watermark_delay_minutes: int = 10
     # Upper bound of records per micro-batch (bounds memory and latency of one micro-batch).
     stream_max_offsets_per_trigger: int = 200_000
+    # Kappa reprocessing: the new version has caught up when at most this many records arrived
+    # during its last replay round and its watermark is this close to the live version's.
+    kappa_catchup_max_lag: int = 2_000
+    kappa_catchup_watermark_slack_s: int = 120
+    kappa_catchup_max_rounds: int = 20
+
+    # Airflow: when `lambda_batch` and `data_quality` run (cron expressions or presets).
+    batch_schedule: str = "@hourly"
+    dq_schedule: str = "@hourly"
+    # The local Airflow (infra/airflow): its API server and UI port on loopback.
+    airflow_port: int = 18080
+    # Where a DAG's Spark step runs: `local` in the task's process (Spark master `spark_master`),
+    # `kubernetes` in a pod of its own (`lk step ...` in `k8s_image`, KubernetesPodOperator).
+    spark_backend: SparkBackend = SparkBackend.LOCAL
+    k8s_namespace: str | None = None  # None: the namespace Airflow runs in
+    k8s_image: str = "lambda-kappa/app:0.1.0"
+    k8s_service_account: str | None = None
+    # The name of the chart's credentials Secret (its keys: dags/lk_dags/pods.py), not a value.
+    k8s_credentials_secret: str = "lk-credentials"  # noqa: S105
+    k8s_spark_conf_configmap: str | None = None  # spark-defaults.conf for a k8s:// master
 
     # Serving API.
     serve_port: int = 8000
@@ -103,23 +134,24 @@ class Settings(BaseSettings):
 
     @property
     def kafka_bootstrap(self) -> str:
-        return f"{self.host}:{self.kafka_port}"
+        return f"{self.kafka_host or self.host}:{self.kafka_port}"
 
     @property
     def s3_endpoint(self) -> str:
-        return f"http://{self.host}:{self.minio_port}"
+        return f"http://{self.minio_host or self.host}:{self.minio_port}"
 
     @property
     def postgres_dsn(self) -> str:
         return (
             f"postgresql://{self.postgres_user}:{self.postgres_password}"
-            f"@{self.host}:{self.postgres_port}/{self.postgres_db}"
+            f"@{self.postgres_host or self.host}:{self.postgres_port}/{self.postgres_db}"
         )
 
     @property
     def postgres_jdbc_url(self) -> str:
         return (
-            f"jdbc:postgresql://{self.host}:{self.postgres_port}/{self.postgres_db}"
+            f"jdbc:postgresql://{self.postgres_host or self.host}:{self.postgres_port}"
+            f"/{self.postgres_db}"
             "?reWriteBatchedInserts=true"
         )
 

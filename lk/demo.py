@@ -1,19 +1,24 @@
 """`lk demo`: the main job.
 
-Bring the stack up, generate a workload and produce it, run the Lambda architecture over the
-whole log, and compare what the serving layer answers with the oracle computed from the same
-log. Kappa and the side-by-side comparison join here with the Kappa issue.
+Bring the stack up, generate a workload and produce it, run both architectures over the whole
+log (Lambda: archive, batch, speed, hand-off; Kappa: the stream job), and print, side by side,
+how far each one's served views are from the oracle computed from the same log, with a few
+answers from each.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
+from core.catalog import VIEWS
 from core.settings import Settings
 from lk.errors import guarded
+
+ARCHITECTURES = ("lambda", "kappa")
 
 
 @click.command()
@@ -33,19 +38,29 @@ from lk.errors import guarded
     show_default=True,
     help="Where the workload is written.",
 )
+@click.option(
+    "--kappa-micro-batches",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Micro-batches the Kappa job reads the log in, as a live stream would see it arrive "
+    "(its watermark moves between them; one micro-batch would drop nothing as late).",
+)
 @click.pass_obj
 @guarded
-def demo(settings: Settings, seed: int, events: int, out_dir: Path) -> None:
+def demo(
+    settings: Settings, seed: int, events: int, out_dir: Path, kappa_micro_batches: int
+) -> None:
     """Run the main job on one generated workload and report what happened."""
     from core import workload
     from core.kafka_io import end_offsets, produce_file
     from infra.stack import stack as local_stack
 
     started = time.monotonic()
-    click.echo("== 1/5 local stack")
+    click.echo("== 1/6 local stack")
     local_stack.up(settings, progress=lambda line: click.echo(f"  {line}"))
 
-    click.echo(f"== 2/5 workload: seed {seed}, {events:,} event lines")
+    click.echo(f"== 2/6 workload: seed {seed}, {events:,} event lines")
     out_dir.mkdir(parents=True, exist_ok=True)
     events_file = out_dir / f"events-{seed}-{events}.jsonl"
     profiles_file = workload.default_profiles_path(events_file)
@@ -55,7 +70,7 @@ def demo(settings: Settings, seed: int, events: int, out_dir: Path) -> None:
     for line in workload.summary(stats).splitlines():
         click.echo(f"  {line}")
 
-    click.echo("== 3/5 produce to the log")
+    click.echo("== 3/6 produce to the log")
     before = {
         t: _total(end_offsets(settings, t))
         for t in (settings.events_topic, settings.profiles_topic)
@@ -76,21 +91,34 @@ def demo(settings: Settings, seed: int, events: int, out_dir: Path) -> None:
         parts = "  ".join(f"p{p}={high - low:,}" for p, (low, high) in offsets.items())
         added = _total(offsets) - before.get(topic, _total(offsets))
         click.echo(f"  {topic:<18} {_total(offsets):>9,} records (+{added:,} now)   {parts}")
-    click.echo("== 4/5 lambda: archive, batch, speed, hand-off")
     from core.spark import build_spark_session
     from lk.pipelines import drain_lambda
+    from speed_layer.kappa import KappaViews
 
     spark = build_spark_session(settings, "lk-demo")
     try:
+        click.echo("== 4/6 lambda: archive, batch, speed, hand-off")
+        lap = time.monotonic()
         drain_lambda(spark, settings, lambda line: click.echo(f"  {line.strip()}"))
+        click.echo(f"  lambda drained in {time.monotonic() - lap:.1f}s")
+        click.echo("== 5/6 kappa: the stream job over the whole log")
+        lap = time.monotonic()
+        per_trigger = max(100, -(-events // kappa_micro_batches))
+        click.echo(f"  reading the log {per_trigger:,} records per micro-batch")
+        kappa = KappaViews(
+            spark, settings.model_copy(update={"stream_max_offsets_per_trigger": per_trigger})
+        )
+        version = kappa.drain()
+        late_ids = kappa.late_event_ids(version)
+        click.echo(f"  kappa v{version.version} drained in {time.monotonic() - lap:.1f}s")
     finally:
         spark.stop()
 
-    click.echo("== 5/5 lambda's answers vs the oracle over the whole log")
-    _compare_with_oracle(settings)
+    click.echo("== 6/6 side by side: each architecture's answer vs the oracle over the whole log")
+    side_by_side(settings, late_ids)
     click.echo(
         f"demo finished in {time.monotonic() - started:.1f}s; the stack keeps running "
-        "(`lk stack down` stops it)"
+        "(`lk serve` answers for both; `lk stack down` stops it)"
     )
 
 
@@ -98,7 +126,13 @@ def _total(offsets: dict[int, tuple[int, int]]) -> int:
     return sum(high - low for low, high in offsets.values())
 
 
-def _compare_with_oracle(settings: Settings) -> None:
+def side_by_side(settings: Settings, kappa_late_ids: set[str]) -> None:
+    """Each architecture's served views next to the oracle's, and a few answers from each.
+
+    Kappa's stream path drops events behind its watermark, which Lambda's batch recovers: the
+    second Kappa column is its distance from the oracle computed without those events, so a
+    reader sees that the whole difference is the late data."""
+    from core.comparison import view_distance
     from core.events import profile_from_record
     from core.kafka_io import read_topic
     from core.oracle import compute_views
@@ -112,20 +146,53 @@ def _compare_with_oracle(settings: Settings) -> None:
         for r in read_topic(settings, settings.profiles_topic)
     ]
     oracle = compute_views(values, profiles)
+    on_time = compute_views(values, profiles, keep=lambda e: e.event_id not in kappa_late_ids)
+    served: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    metas = {}
     with connect(settings) as conn:
-        for view, expected in oracle.views.items():
-            rows, meta = read_view(conn, parse_view_query(view, [], "lambda"))
-            served = [dict(row) for row in rows]
-            differing = len({repr(r) for r in served} ^ {repr(r) for r in expected})
-            verdict = "equal to the oracle" if served == expected else f"{differing} rows differ"
-            click.echo(f"  {view:<19} {len(served):>7,} rows   {verdict}")
-    click.echo(
-        f"  meta: version {meta.view_version}, batch cutoff {meta.batch_cutoff}, "
-        f"quarantined {meta.quarantined:,} (oracle {oracle.quarantined:,}), "
-        f"late dropped by the speed layer {meta.late_dropped:,}"
+        for arch in ARCHITECTURES:
+            served[arch] = {}
+            for view in oracle.views:
+                rows, metas[arch] = read_view(conn, parse_view_query(view, [], arch))
+                served[arch][view] = [dict(row) for row in rows]
+
+    click.echo(f"  {'view':<19} {'oracle rows':>11}   {'lambda':<24} {'kappa':<24} kappa w/o late")
+    for view, expected in oracle.views.items():
+        lam = view_distance(view, served["lambda"][view], expected)
+        kap = view_distance(view, served["kappa"][view], expected)
+        kap_on_time = view_distance(view, served["kappa"][view], on_time.views[view])
+        click.echo(
+            f"  {view:<19} {len(expected):>11,}   {lam.describe():<24} {kap.describe():<24} "
+            f"{kap_on_time.describe()}"
+        )
+    for arch, meta in metas.items():
+        click.echo(
+            f"  {arch} meta: version {meta.view_version}, batch cutoff {meta.batch_cutoff}, "
+            f"watermark {meta.speed_watermark}, quarantined {meta.quarantined:,} "
+            f"(oracle {oracle.quarantined:,}), late dropped {meta.late_dropped:,}"
+        )
+    click.echo("  a few answers (oracle | lambda | kappa):")
+    for view, value in (("page_views", "count"), ("revenue_by_segment", "revenue_cents")):
+        for line in _sample(view, value, oracle.views[view], served):
+            click.echo(f"    {line}")
+
+
+def _sample(
+    view: str, value: str, expected: list[dict[str, Any]], served: dict[str, dict[str, Any]]
+) -> list[str]:
+    """Three rows of `view`: those where the architectures disagree first, they tell most."""
+    key_field = VIEWS[view].keys[0]
+
+    def key(row: dict[str, Any]) -> tuple[Any, Any]:
+        return row[key_field], row["window_start"]
+
+    answers = {arch: {key(r): r[value] for r in rows[view]} for arch, rows in served.items()}
+    rows = sorted(
+        expected,
+        key=lambda r: len({r[value], *(a.get(key(r)) for a in answers.values())}) == 1,
     )
-    sample = oracle.views["page_views"][:3]
-    click.echo(
-        "  a few page_views rows: "
-        + "; ".join(f"{r['page']} {r['window_start']} = {r['count']}" for r in sample)
-    )
+    lines = []
+    for row in rows[:3]:
+        got = " | ".join(str(answers[arch].get(key(row), "-")) for arch in ARCHITECTURES)
+        lines.append(f"{view} {row[key_field]} {row['window_start']}: {row[value]} | {got}")
+    return lines

@@ -1,8 +1,12 @@
 """`lk drain --architecture lambda|kappa`: process everything now in the log, then exit.
 
+Without `--architecture`, LK_ARCHITECTURE decides; `both` drains Lambda, then Kappa.
+
 Lambda: archive the log into the master dataset, recompute the batch views up to a cutoff past
 the last archived event, then run the speed layer until it has caught up and hand off to the
-new batch version. When the command returns, the serving layer reflects the whole log.
+new batch version. Kappa: run the active version's stream job until it has processed the log
+(version 1 is created on the first run). When the command returns, the serving layer reflects
+the whole log.
 """
 
 from __future__ import annotations
@@ -20,18 +24,17 @@ from lk.errors import fail, guarded
     "--architecture",
     type=click.Choice(["lambda", "kappa"]),
     default=None,
-    help="Which architecture processes the log (default: LK_ARCHITECTURE).",
+    help="Which architecture processes the log (default: LK_ARCHITECTURE; both: each in turn).",
 )
 @click.pass_obj
 @guarded
 def drain(settings: Settings, architecture: str | None) -> None:
     """Process everything now in the log and exit when the serving layer reflects it."""
-    chosen = architecture or (
-        "lambda" if settings.architecture == Architecture.BOTH else settings.architecture.value
-    )
-    if chosen == "kappa":
-        fail("'lk drain --architecture kappa' arrives with Kappa mode (issue 4)")
-    _drain_lambda(settings)
+    chosen = architecture or settings.architecture.value
+    if chosen in ("lambda", Architecture.BOTH.value):
+        _drain_lambda(settings)
+    if chosen in ("kappa", Architecture.BOTH.value):
+        _drain_kappa(settings)
 
 
 def _drain_lambda(settings: Settings) -> None:
@@ -48,3 +51,22 @@ def _drain_lambda(settings: Settings) -> None:
     finally:
         spark.stop()
     click.echo(f"lambda: drained in {time.monotonic() - started:.1f}s")
+
+
+def _drain_kappa(settings: Settings) -> None:
+    from core.spark import build_spark_session
+    from core.store.streams import kappa_stream
+    from speed_layer.kappa import KappaViews, ReprocessError
+
+    started = time.monotonic()
+    click.echo("kappa: starting Spark ...")
+    spark = build_spark_session(settings, "lk-drain-kappa")
+    try:
+        version = KappaViews(spark, settings).drain()
+    except ReprocessError as exc:
+        fail(str(exc))
+    finally:
+        spark.stop()
+    click.echo(
+        f"kappa: {kappa_stream(version.version)} drained in {time.monotonic() - started:.1f}s"
+    )

@@ -27,6 +27,7 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(command)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         from core.kafka_io import ProduceError
+        from core.provision import ProvisionError
         from core.spark import SparkJarsMissingError
         from infra.stack.process import StackError
 
@@ -34,7 +35,14 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
             return command(*args, **kwargs)
         except click.ClickException:
             raise
-        except (StackError, ProduceError, SparkJarsMissingError, OSError, TimeoutError) as exc:
+        except (
+            StackError,
+            ProduceError,
+            ProvisionError,
+            SparkJarsMissingError,
+            OSError,
+            TimeoutError,
+        ) as exc:
             fail(" ".join(str(exc).split()) or type(exc).__name__)
         except KeyboardInterrupt:
             fail("interrupted")

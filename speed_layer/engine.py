@@ -57,6 +57,12 @@ class StreamSpec:
     max_offsets_per_trigger: int = 200_000
     event_filter: Callable[[DataFrame], DataFrame] | None = None
     """A logic version's filter on valid events (Kappa reprocessing), applied before views."""
+    writable: Callable[[psycopg.Connection], bool] = lambda conn: True
+    """False once the stream's output is retired: its micro-batches must stop committing."""
+
+
+class StreamRetiredError(RuntimeError):
+    """The stream's output was retired (a newer Kappa version took over): stop this job."""
 
 
 @dataclass
@@ -110,6 +116,8 @@ class StreamEngine:
 
     def process_batch(self, raw: DataFrame, batch_id: int) -> None:
         with connect(self.settings) as conn, stream_lock(conn, self.spec.stream):
+            if not self.spec.writable(conn):
+                raise StreamRetiredError(f"{self.spec.stream} is retired; its job stops here")
             progress = realtime.load_progress(conn, self.spec.stream)
             if batch_id <= progress.last_batch_id:
                 self.outcomes.append(BatchOutcome(batch_id, skipped=True))

@@ -17,7 +17,7 @@ def connect(settings: Settings) -> psycopg.Connection:
     import psycopg
 
     return psycopg.connect(
-        host=settings.host,
+        host=settings.postgres_host or settings.host,
         port=settings.postgres_port,
         user=settings.postgres_user,
         password=settings.postgres_password,

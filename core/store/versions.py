@@ -82,6 +82,25 @@ def current(conn: psycopg.Connection, architecture: str) -> Version | None:
     return Version(architecture, int(row[0]), row[1], row[2], row[3])
 
 
+def get(conn: psycopg.Connection, architecture: str, version: int) -> Version | None:
+    row = conn.execute(
+        "select version, status, cutoff, logic_version from view_versions "
+        "where architecture = %s and version = %s",
+        (architecture, version),
+    ).fetchone()
+    return None if row is None else Version(architecture, int(row[0]), row[1], row[2], row[3])
+
+
+def building(conn: psycopg.Connection, architecture: str) -> list[Version]:
+    """Versions still being built (a reprocess in flight, or one killed mid-way)."""
+    rows = conn.execute(
+        "select version, status, cutoff, logic_version from view_versions "
+        "where architecture = %s and status = 'building' order by version",
+        (architecture,),
+    ).fetchall()
+    return [Version(architecture, int(r[0]), r[1], r[2], r[3]) for r in rows]
+
+
 def latest_ready(conn: psycopg.Connection, architecture: str) -> Version | None:
     """The newest complete version not yet published (a hand-off waits for it)."""
     row = conn.execute(

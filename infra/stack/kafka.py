@@ -10,10 +10,9 @@ import os
 import shutil
 import subprocess
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
-from core.settings import Architecture, Settings
+from core.provision import ProvisionError, ensure_topics
 from infra.stack import artifacts
 from infra.stack.process import StackError, port_open
 from infra.stack.service import Service
@@ -32,31 +31,6 @@ logger.kafka.level = WARN
 logger.apache.name = org.apache.kafka
 logger.apache.level = WARN
 """
-
-
-@dataclass(frozen=True)
-class TopicSpec:
-    name: str
-    partitions: int
-    config: dict[str, str]
-
-
-def topic_specs(settings: Settings) -> list[TopicSpec]:
-    """The topics of the log. Kappa replays history from `events`, so it is never deleted."""
-    keep_forever = settings.architecture in (Architecture.KAPPA, Architecture.BOTH)
-    events_retention = "-1" if keep_forever else str(settings.lambda_events_retention_ms)
-    return [
-        TopicSpec(
-            settings.events_topic,
-            settings.events_partitions,
-            {"retention.ms": events_retention, "message.timestamp.type": "CreateTime"},
-        ),
-        TopicSpec(
-            settings.profiles_topic,
-            settings.profiles_partitions,
-            {"cleanup.policy": "compact", "message.timestamp.type": "CreateTime"},
-        ),
-    ]
 
 
 class Kafka(Service):
@@ -172,25 +146,10 @@ class Kafka(Service):
         return bool(metadata.brokers)
 
     def provision(self) -> None:
-        from confluent_kafka.admin import NewTopic
-
-        admin = self._admin()
-        existing = set(admin.list_topics(timeout=10).topics)
-        wanted = [t for t in topic_specs(self.settings) if t.name not in existing]
-        if not wanted:
-            return
-        futures = admin.create_topics(
-            [
-                NewTopic(t.name, num_partitions=t.partitions, replication_factor=1, config=t.config)
-                for t in wanted
-            ]
-        )
-        for name, future in futures.items():
-            try:
-                future.result(timeout=30)
-            except Exception as exc:
-                if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                    raise StackError(f"kafka: could not create topic {name}: {exc}") from exc
+        try:
+            ensure_topics(self.settings)
+        except ProvisionError as exc:
+            raise StackError(str(exc)) from exc
 
     def status(self):  # type: ignore[no-untyped-def]
         base = super().status()

@@ -3,25 +3,10 @@
 from __future__ import annotations
 
 import urllib.request
-from typing import Any
 
-from core.settings import Settings
+from core.provision import ensure_buckets, s3_client
 from infra.stack import artifacts
 from infra.stack.service import Service, ServiceStatus
-
-
-def s3_client(settings: Settings) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3",
-        endpoint_url=settings.s3_endpoint,
-        aws_access_key_id=settings.minio_access_key,
-        aws_secret_access_key=settings.minio_secret_key,
-        region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3}),
-    )
 
 
 class MinIO(Service):
@@ -63,11 +48,7 @@ class MinIO(Service):
             return bool(response.status == 200)
 
     def provision(self) -> None:
-        client = s3_client(self.settings)
-        existing = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
-        for bucket in self.settings.buckets:
-            if bucket not in existing:
-                client.create_bucket(Bucket=bucket)
+        ensure_buckets(self.settings)
 
     def status(self) -> ServiceStatus:
         base = super().status()

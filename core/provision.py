@@ -1,0 +1,150 @@
+"""What the pipeline needs to exist before it runs: topics, buckets, the serving store's tables.
+
+Shared by the local stack (`lk stack up`) and the Kubernetes init Job (`lk init`). Every step is
+idempotent; topics that exist get the retention their architecture needs re-applied, since
+Kappa replays history from `events` and so must never lose it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.settings import Architecture, Settings
+
+
+class ProvisionError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    config: dict[str, str]
+
+
+def topic_specs(settings: Settings) -> list[TopicSpec]:
+    """The topics of the log. Kappa replays history from `events`, so it is never deleted."""
+    keep_forever = settings.architecture in (Architecture.KAPPA, Architecture.BOTH)
+    events_retention = "-1" if keep_forever else str(settings.lambda_events_retention_ms)
+    return [
+        TopicSpec(
+            settings.events_topic,
+            settings.events_partitions,
+            {"retention.ms": events_retention, "message.timestamp.type": "CreateTime"},
+        ),
+        TopicSpec(
+            settings.profiles_topic,
+            settings.profiles_partitions,
+            {"cleanup.policy": "compact", "message.timestamp.type": "CreateTime"},
+        ),
+    ]
+
+
+def _admin(settings: Settings) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    from core.kafka_io import quiet_client_logger
+
+    # librdkafka logs every refused connection: keep a not-yet-started broker to one line.
+    return AdminClient(
+        {"bootstrap.servers": settings.kafka_bootstrap, "logger": quiet_client_logger()}
+    )
+
+
+def ensure_topics(settings: Settings) -> list[str]:
+    """Create missing topics and re-apply every topic's configuration; returns what it did."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+    admin = _admin(settings)
+    existing = set(admin.list_topics(timeout=10).topics)
+    done = []
+    specs = topic_specs(settings)
+    wanted = [t for t in specs if t.name not in existing]
+    if wanted:
+        futures = admin.create_topics(
+            [
+                NewTopic(t.name, num_partitions=t.partitions, replication_factor=1, config=t.config)
+                for t in wanted
+            ]
+        )
+        for name, future in futures.items():
+            try:
+                future.result(timeout=30)
+                done.append(f"created topic {name}")
+            except Exception as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise ProvisionError(f"kafka: could not create topic {name}: {exc}") from exc
+    for spec in specs:
+        if spec.name not in existing:
+            continue
+        resource = ConfigResource(
+            "topic",
+            spec.name,
+            incremental_configs=[
+                ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+                for key, value in spec.config.items()
+            ],
+        )
+        for future in admin.incremental_alter_configs([resource]).values():
+            try:
+                future.result(timeout=30)
+            except Exception as exc:
+                raise ProvisionError(f"kafka: could not configure {spec.name}: {exc}") from exc
+        done.append(f"configured topic {spec.name} ({', '.join(spec.config)})")
+    return done
+
+
+def s3_client(settings: Settings) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=settings.s3_endpoint,
+        aws_access_key_id=settings.minio_access_key,
+        aws_secret_access_key=settings.minio_secret_key,
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3}),
+    )
+
+
+def ensure_buckets(settings: Settings) -> list[str]:
+    client = s3_client(settings)
+    existing = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
+    created = []
+    for bucket in settings.buckets:
+        if bucket not in existing:
+            client.create_bucket(Bucket=bucket)
+            created.append(f"created bucket {bucket}")
+    return created
+
+
+def ensure_store(settings: Settings) -> list[str]:
+    from core.store.connection import connect
+    from core.store.schema import create_all
+
+    with connect(settings) as conn:
+        create_all(conn)
+    return ["serving store tables ready"]
+
+
+def provision_all(settings: Settings) -> list[str]:
+    return [*ensure_topics(settings), *ensure_buckets(settings), *ensure_store(settings)]
+
+
+def missing(settings: Settings) -> list[str]:
+    """What `provision_all` would still have to create (empty: ready). Creates nothing."""
+    from core.store.connection import connect
+
+    absent = []
+    topics = set(_admin(settings).list_topics(timeout=10).topics)
+    absent += [f"topic {t.name}" for t in topic_specs(settings) if t.name not in topics]
+    buckets = {b["Name"] for b in s3_client(settings).list_buckets().get("Buckets", [])}
+    absent += [f"bucket {b}" for b in settings.buckets if b not in buckets]
+    with connect(settings) as conn:
+        row = conn.execute("select to_regclass('view_alias')").fetchone()
+    if row is None or row[0] is None:
+        absent.append("serving store tables")
+    return absent

@@ -1,0 +1,134 @@
+"""The long-running parts as commands, for a terminal, the chart's pods and the DAGs.
+
+lk init                                 # topics (retention per mode), buckets, store tables
+lk archive [--available-now]            # Lambda: the log into the master dataset
+lk batch [--cutoff ISO]                 # Lambda: one batch recomputation, marked ready
+lk stream --architecture lambda|kappa   # the speed layer, or the Kappa job
+"""
+
+from __future__ import annotations
+
+import click
+
+from core.settings import Architecture, Settings
+from lk.errors import fail, guarded
+
+
+def stream_architecture(settings: Settings, given: str | None) -> str:
+    """An explicit choice, else the deployment's. `both` runs two stream jobs, one process
+    each (as the chart does), so it needs the choice."""
+    if given is not None:
+        return given
+    if settings.architecture == Architecture.BOTH:
+        fail("LK_ARCHITECTURE is both: run one job per architecture, --architecture lambda|kappa")
+    return settings.architecture.value
+
+
+@click.command()
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Create nothing; exit 0 when everything exists (what pods wait on), else 1.",
+)
+@click.pass_obj
+@guarded
+def init(settings: Settings, check: bool) -> None:
+    """Create the topics, buckets and serving-store tables (idempotent)."""
+    from core.provision import missing, provision_all
+
+    if check:
+        try:
+            absent = missing(settings)
+        except Exception as exc:  # a service not up yet is "not ready", in one line
+            fail(f"not ready: {' '.join(str(exc).split())[:200]}")
+        if absent:
+            fail(f"not ready: missing {', '.join(absent)}")
+        click.echo("ready")
+        return
+    for line in provision_all(settings):
+        click.echo(line)
+    click.echo(f"ready for architecture {settings.architecture.value}")
+
+
+@click.command()
+@click.option("--available-now", is_flag=True, help="Archive what the log holds now, then exit.")
+@click.pass_obj
+@guarded
+def archive(settings: Settings, available_now: bool) -> None:
+    """Lambda: append the log to the master dataset, exactly once, continuously."""
+    from batch_layer import archiver
+    from core.spark import build_spark_session
+
+    spark = build_spark_session(settings, "lk-archiver")
+    try:
+        if available_now:
+            archiver.drain(spark, settings)
+            return
+        queries = archiver.start(spark, settings, available_now=False)
+        click.echo("archiver running; stop with SIGTERM")
+        spark.streams.awaitAnyTermination()
+        for query in queries:
+            if query.exception() is not None:
+                fail(f"{query.name} failed: {query.exception()}")
+    finally:
+        spark.stop()
+
+
+@click.command()
+@click.option(
+    "--cutoff",
+    default=None,
+    help="ISO instant (an hour boundary) to recompute up to; default: what the archive closes.",
+)
+@click.pass_obj
+@guarded
+def batch(settings: Settings, cutoff: str | None) -> None:
+    """Lambda: recompute the batch views from the master dataset; the speed layer publishes."""
+    from batch_layer.job import BatchError, run_batch
+    from core.spark import build_spark_session
+    from core.timefmt import iso, parse_iso
+
+    cutoff_ms = None
+    if cutoff is not None:
+        try:
+            cutoff_ms = parse_iso(cutoff)
+        except ValueError as exc:
+            fail(f"--cutoff: {exc}")
+    spark = build_spark_session(settings, "lk-batch")
+    try:
+        result = run_batch(spark, settings, cutoff_ms=cutoff_ms)
+    except BatchError as exc:
+        fail(str(exc))
+    finally:
+        spark.stop()
+    counts = ", ".join(f"{k} {v:,}" for k, v in result.row_counts.items())
+    click.echo(f"batch views v{result.version} ready up to {iso(result.cutoff_ms)}: {counts}")
+
+
+@click.command()
+@click.option(
+    "--architecture",
+    type=click.Choice(["lambda", "kappa"]),
+    default=None,
+    help="lambda: the speed layer; kappa: the Kappa job (default: LK_ARCHITECTURE).",
+)
+@click.option("--available-now", is_flag=True, help="Process what the log holds now, then exit.")
+@click.option("--trigger-seconds", type=float, default=2.0, show_default=True)
+@click.pass_obj
+@guarded
+def stream(
+    settings: Settings, architecture: str | None, available_now: bool, trigger_seconds: float
+) -> None:
+    """Run the stream job: Lambda's speed layer, or the active Kappa version's job."""
+    from speed_layer.service import run
+
+    try:
+        run(
+            settings,
+            stream_architecture(settings, architecture),
+            available_now=available_now,
+            trigger_seconds=trigger_seconds,
+            echo=click.echo,
+        )
+    except RuntimeError as exc:
+        fail(str(exc))

@@ -1,0 +1,231 @@
+"""Kappa on the real stack: the stream path alone equals the oracle, late data is dropped and
+counted exactly, and a reprocess switches readers atomically, shows a logic change, and
+survives being killed mid-replay.
+
+One workload and one Kappa deployment serve the whole module (Spark is slow to start here):
+the tests run in file order and each leaves the deployment as the next expects it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from core import workload
+from core.catalog import VIEW_NAMES
+from core.kafka_io import produce_file
+from core.oracle import (
+    OracleResult,
+    compute_views,
+    keep_all_of,
+    load_jsonl_values,
+    load_profiles_jsonl,
+    logic_keep,
+)
+from core.settings import Architecture, Settings
+from core.store import realtime, versions
+from core.store.connection import connect
+from core.store.streams import kappa_stream
+from serving.main import create_app
+from speed_layer.kappa import KAPPA, KappaViews, Reprocess, kappa_spec
+from tests.conftest import ROOT
+from tests.integration.helpers import isolated_settings, settings_env
+
+WATERMARK_MS = 10 * 60_000
+
+
+@pytest.fixture(scope="module")
+def kappa(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:  # type: ignore[type-arg]
+    settings = isolated_settings(stack, "kappa").model_copy(
+        update={"architecture": Architecture.KAPPA, "stream_max_offsets_per_trigger": 1000}
+    )
+    folder = tmp_path_factory.mktemp("kappa")
+    events, profiles = folder / "events.jsonl", folder / "events.profiles.jsonl"
+    workload.generate(workload.WorkloadSpec(seed=57, events=3000), events, profiles)
+    produce_file(settings, profiles, settings.profiles_topic)
+    produce_file(settings, events, settings.events_topic)
+    yield {"settings": settings, "events": events, "profiles": profiles, "folder": folder}
+
+
+def _late_ids(spark, settings: Settings, version: int, logic: str) -> set[str]:  # type: ignore[no-untyped-def]
+    late = spark.read.format("delta").load(kappa_spec(settings, version, logic).state.late)
+    return {row["event_id"] for row in late.select("event_id").collect()}
+
+
+def _oracle(case: dict, late_ids: set[str], logic: str, extra: Path | None = None) -> OracleResult:  # type: ignore[type-arg]
+    values = load_jsonl_values(case["events"])
+    if extra is not None:
+        values += load_jsonl_values(extra)
+    return compute_views(
+        values,
+        load_profiles_jsonl(case["profiles"]),
+        keep=keep_all_of(lambda e: e.event_id not in late_ids, logic_keep(logic)),
+    )
+
+
+def _served(settings: Settings) -> dict[str, dict]:  # type: ignore[type-arg]
+    with TestClient(create_app(settings)) as client:
+        return {
+            view: client.get(f"/v1/views/{view}", params={"architecture": "kappa"}).json()
+            for view in VIEW_NAMES
+        }
+
+
+def test_drain_equals_the_oracle_with_late_data_dropped_and_counted(kappa, spark) -> None:  # type: ignore[no-untyped-def]
+    settings: Settings = kappa["settings"]
+    version = KappaViews(spark, settings).drain()
+    assert (version.version, version.logic_version) == (1, "1")
+
+    late_ids = _late_ids(spark, settings, 1, "1")
+    expected = _oracle(kappa, late_ids, "1")
+    served = _served(settings)
+    for view in VIEW_NAMES:
+        assert served[view]["rows"] == expected.views[view], view
+    meta = served["page_views"]["meta"]
+    assert meta["view_version"] == 1 and meta["late_dropped"] == len(late_ids) > 0
+    assert meta["quarantined"] == expected.quarantined
+
+    # Exactly the events behind the watermark are dropped: append a few events around it.
+    with connect(settings) as conn:
+        watermark = realtime.load_progress(conn, kappa_stream(1)).watermark_ms
+    assert watermark is not None
+    extra = kappa["folder"] / "extra.jsonl"
+    behind = [watermark - 60_000, watermark - 1]  # behind the watermark: dropped
+    ahead = [watermark, watermark + 60_000]  # at or after it: counted
+    lines = [
+        {
+            "event_id": f"edge-{i}",
+            "type": "page_view",
+            "user_id": "u-edge",
+            "page": "/edge",
+            "device_ts": ts,
+            "sent_ts": ts,
+            "received_ts": ts,
+        }
+        for i, ts in enumerate(behind + ahead)
+    ]
+    extra.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    produce_file(settings, extra, settings.events_topic)
+    KappaViews(spark, settings).drain()
+
+    late_after = _late_ids(spark, settings, 1, "1")
+    assert late_after - late_ids == {"edge-0", "edge-1"}
+    served = _served(settings)
+    assert served["page_views"]["meta"]["late_dropped"] == len(late_ids) + 2
+    edge_rows = [r for r in served["page_views"]["rows"] if r["page"] == "/edge"]
+    assert sum(r["count"] for r in edge_rows) == 2
+    expected = _oracle(kappa, late_after, "1", extra)
+    for view in VIEW_NAMES:
+        assert served[view]["rows"] == expected.views[view], view
+    kappa["extra"] = extra
+
+
+def test_reprocess_switches_atomically_to_the_new_logic(kappa, spark) -> None:  # type: ignore[no-untyped-def]
+    settings: Settings = kappa["settings"]
+    extra: Path = kappa["extra"]
+    before = _served(settings)
+    old_rows = {view: before[view]["rows"] for view in VIEW_NAMES}
+
+    # A client querying without pause, during the whole reprocess.
+    seen: Counter[int] = Counter()
+    errors: list[str] = []
+    mixed: list[str] = []
+    new_rows: dict[str, list] = {}  # type: ignore[type-arg]
+    stop = threading.Event()
+
+    def query() -> None:
+        with TestClient(create_app(settings)) as client:
+            while not stop.is_set():
+                for view in ("page_views", "sessions"):
+                    response = client.get(f"/v1/views/{view}", params={"architecture": "kappa"})
+                    if response.status_code != 200:
+                        errors.append(f"{response.status_code} {response.text[:200]}")
+                        continue
+                    body = response.json()
+                    version = body["meta"]["view_version"]
+                    seen[version] += 1
+                    if version == 1 and body["rows"] != old_rows[view]:
+                        mixed.append(f"{view} of v1 changed during the reprocess")
+                    if version == 2:
+                        if view in new_rows and body["rows"] != new_rows[view]:
+                            mixed.append(f"{view} of v2 changed between reads")
+                        new_rows[view] = body["rows"]
+
+    reader = threading.Thread(target=query, daemon=True)
+    reader.start()
+    try:
+        result = Reprocess(spark, settings).run("2")
+        time.sleep(1.0)  # a few reads after the switch
+    finally:
+        stop.set()
+        reader.join(60)
+    assert not errors, errors[:3]
+    assert not mixed, mixed[:3]
+    assert seen[1] > 0 and seen[2] > 0, seen
+    assert (result.version, result.retired) == (2, 1)
+
+    late_ids = _late_ids(spark, settings, 2, "2")
+    expected = _oracle(kappa, late_ids, "2", extra)
+    assert expected.not_kept > 0  # the logic change really removes events
+    served = _served(settings)
+    for view in VIEW_NAMES:
+        assert served[view]["rows"] == expected.views[view], view
+        assert new_rows.get(view, served[view]["rows"]) == served[view]["rows"]
+    assert served["page_views"]["rows"] != old_rows["page_views"]
+    with connect(settings) as conn:
+        assert versions.get(conn, KAPPA, 1).status == "retired"  # type: ignore[union-attr]
+        assert realtime.load_progress(conn, kappa_stream(1)).last_batch_id == -1  # dropped
+
+
+def _committed(settings: Settings, version: int) -> int:
+    with connect(settings) as conn:
+        return realtime.load_progress(conn, kappa_stream(version)).last_batch_id
+
+
+def test_reprocess_killed_mid_replay_then_rerun_reaches_the_same_state(kappa, spark) -> None:  # type: ignore[no-untyped-def]
+    settings: Settings = kappa["settings"].model_copy(
+        update={"stream_max_offsets_per_trigger": 500}
+    )
+    env = settings_env(settings)
+    lk = Path(sys.executable).with_name("lk")
+    running = subprocess.Popen(
+        [str(lk), "reprocess", "--architecture", "kappa", "--logic-version", "1"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while _committed(settings, 3) < 0:
+            assert running.poll() is None, "the reprocess exited before its first micro-batch"
+            assert time.monotonic() < deadline, "no micro-batch of v3 in 600 s"
+            time.sleep(0.5)
+    finally:
+        os.killpg(running.pid, signal.SIGKILL)  # a crash mid-replay
+        running.wait(30)
+    with connect(settings) as conn:
+        assert versions.current(conn, KAPPA).version == 2  # type: ignore[union-attr]
+        assert versions.get(conn, KAPPA, 3).status == "building"  # type: ignore[union-attr]
+
+    result = Reprocess(spark, settings).run("1")
+    assert (result.version, result.retired) == (3, 2)  # resumed v3, not a fresh v4
+
+    late_ids = _late_ids(spark, settings, 3, "1")
+    expected = _oracle(kappa, late_ids, "1", kappa["extra"])
+    served = _served(settings)
+    for view in VIEW_NAMES:
+        assert served[view]["rows"] == expected.views[view], view
+    assert served["page_views"]["meta"]["late_dropped"] == len(late_ids)
