@@ -4,25 +4,25 @@
     run_batch(spark, settings, cutoff_ms=None)   # scheduled: the cutoff the archive allows
 
 The views come from the shared view logic (`core.views`), the same functions the speed layer
-and the Kappa job use. The result is written as a new version of the batch views in the serving
-store and marked `ready`; it becomes visible when the alias moves to it (the hand-off, see
-`speed_layer.handoff`), so a reader never sees half a batch or a mix of two.
+and the Kappa job use. `run_batch` runs the steps of `batch_layer.steps` (the `lambda_batch`
+DAG runs them as tasks): the raw gate on the master dataset's new partitions, the new version
+written (status `building`), the gate on its views, then `ready`. It becomes visible when the
+alias moves to it (the hand-off, see `speed_layer.lambda_speed`), so a reader never sees half a
+batch, a mix of two, or a batch that failed a gate.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from batch_layer.cutoff import scheduled_cutoff
 from batch_layer.master_dataset import MasterDataset
 from core.catalog import CLICK_WINDOW_MS, VIEWS
 from core.frames import empty_profiles
 from core.settings import Settings
-from core.store import versions
-from core.store.connection import connect
-from core.store.schema import batch_table, create_all
+from core.store.schema import batch_table
 from core.store.streams import to_timestamp
 from core.views import compute_all, compute_view, parsing
 
@@ -70,7 +70,12 @@ def max_event_ts(events: DataFrame) -> int | None:
     return None if row is None or row["m"] is None else int(row["m"])
 
 
-def batch_views(events: DataFrame, profiles: DataFrame, cutoff_ms: int) -> dict[str, DataFrame]:
+def batch_views(
+    events: DataFrame,
+    profiles: DataFrame,
+    cutoff_ms: int,
+    keep: Callable[[DataFrame], DataFrame] | None = None,
+) -> dict[str, DataFrame]:
     """The batch views for event time before the cutoff.
 
     Deduplication runs over the whole history (first occurrence in log order wins). Views are
@@ -82,6 +87,8 @@ def batch_views(events: DataFrame, profiles: DataFrame, cutoff_ms: int) -> dict[
     from pyspark.sql import functions as F
 
     deduped = parsing.first_in_log(events)
+    if keep is not None:  # a logic version's filter, after dedup as in the oracle
+        deduped = keep(deduped)
     window_input = deduped.where(F.col("event_ts") < cutoff_ms + CLICK_WINDOW_MS)
     session_input = deduped.where(F.col("event_ts") < cutoff_ms)
     views = compute_all(window_input, profiles)
@@ -123,25 +130,23 @@ def run_batch(
     *,
     cutoff_ms: int | None = None,
     logic_version: str | None = None,
+    run_name: str | None = None,
 ) -> BatchResult:
-    """Recompute, write and mark ready a new batch version; returns it (not yet published)."""
-    master = MasterDataset.from_settings(settings)
-    events = read_master_events(spark, master)
-    if cutoff_ms is None:
-        latest = max_event_ts(events)
-        if latest is None:
-            raise BatchError("the master dataset holds no event yet")
-        cutoff_ms = scheduled_cutoff(latest, settings.watermark_delay_minutes * 60_000)
-    views = batch_views(events, read_master_profiles(spark, master), cutoff_ms)
-    with connect(settings) as conn:
-        create_all(conn)
-        version = versions.begin_version(
-            conn, LAMBDA, cutoff=_utc(cutoff_ms), logic_version=logic_version
-        )
-        try:
-            counts = write_version(settings, views, version)
-        except Exception:
-            versions.mark(conn, LAMBDA, version, "failed")
-            raise
-        versions.mark(conn, LAMBDA, version, "ready", row_counts=counts)
-    return BatchResult(version, cutoff_ms, counts)
+    """Gate the new raw partitions, write a new batch version, gate its views and mark it
+    ready; returns it (not yet published: the speed layer's hand-off does that).
+
+    A failing gate raises `BatchError` (with the suite's one-line reasons): nothing is marked
+    ready, and the published version keeps serving.
+    """
+    from batch_layer import steps
+    from core.quality import QualityGateError
+
+    run = run_name or f"batch-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    try:
+        steps.validate_raw(spark, settings, run)
+        result = steps.compute(spark, settings, cutoff_ms, logic_version)
+        steps.validate_views(spark, settings, result.version, run)
+    except QualityGateError as exc:
+        raise BatchError(f"nothing published: {exc}") from exc
+    steps.mark_ready(settings, result.version)
+    return result

@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from core.settings import Settings
 from core.store.connection import connect
 from core.store.schema import create_all
-from serving.api.routes import health, views
+from serving.api.routes import health, quality, views
 
 
 def ensure_store(settings: Settings) -> None:
@@ -59,5 +59,6 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     app.include_router(health.router)
     app.include_router(views.router)
+    app.include_router(quality.router)
     app.add_exception_handler(psycopg.OperationalError, _store_unavailable)
     return app

@@ -1,1 +1,2 @@
-"""Routers: `health` (liveness) and `views` (the five views, merged per architecture)."""
+"""Routers: `health` (liveness), `views` (the five views, merged per architecture) and
+`quality` (the Data Docs link and the suites' last results)."""

@@ -1,0 +1,95 @@
+"""Which master dataset snapshot each batch version read, and what was archived since.
+
+A batch version reads the master dataset's `events` table at one Delta version, recorded here
+(table `batch_inputs` of the serving store). The raw gate then checks exactly what the next
+batch adds to what the published one saw: the partitions of the data files added to the table
+since that snapshot (Delta's file lists, read from its log: no data is scanned).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from core.settings import Settings
+from core.store import versions
+from core.store.connection import connect
+
+if TYPE_CHECKING:
+    import psycopg
+    from pyspark.sql import DataFrame, SparkSession
+
+LAMBDA = "lambda"
+Partition = tuple[str, int]
+"""A master dataset partition: (event_date ``YYYY-MM-DD``, event_hour 0-23)."""
+
+_PARTITION = re.compile(r"/event_date=(\d{4}-\d{2}-\d{2})/event_hour=(\d{1,2})/")
+
+DDL = """create table if not exists batch_inputs (
+    version integer primary key,
+    master_events_version bigint not null)"""
+
+
+def latest_version(spark: SparkSession, path: str) -> int:
+    """The Delta table's current version."""
+    from delta.tables import DeltaTable
+
+    row = DeltaTable.forPath(spark, path).history(1).select("version").first()
+    assert row is not None, f"{path} has no history"
+    return int(row[0])
+
+
+def read_at(spark: SparkSession, path: str, delta_version: int) -> DataFrame:
+    return spark.read.format("delta").option("versionAsOf", delta_version).load(path)
+
+
+def record(conn: psycopg.Connection, version: int, master_events_version: int) -> None:
+    with conn.transaction():
+        conn.execute(DDL)
+        conn.execute(
+            "insert into batch_inputs (version, master_events_version) values (%s, %s) "
+            "on conflict (version) do update "
+            "set master_events_version = excluded.master_events_version",
+            (version, master_events_version),
+        )
+
+
+def published_input(settings: Settings) -> int | None:
+    """The master events' Delta version the published batch read (None: none published, or
+    published before this was recorded)."""
+    with connect(settings) as conn:
+        current = versions.current(conn, LAMBDA)
+        if current is None:
+            return None
+        found = conn.execute("select to_regclass('batch_inputs')").fetchone()
+        if found is None or found[0] is None:
+            return None
+        row = conn.execute(
+            "select master_events_version from batch_inputs where version = %s",
+            (current.version,),
+        ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def partitions_of(files: set[str]) -> set[Partition]:
+    found = set()
+    for path in files:
+        match = _PARTITION.search(path)
+        if match:
+            found.add((match[1], int(match[2])))
+    return found
+
+
+def added_since(spark: SparkSession, path: str, delta_version: int | None) -> list[Partition]:
+    """Partitions of the data files in the table now but not at ``delta_version`` (every
+    partition when None, or when that version is no longer in the log)."""
+    now = set(spark.read.format("delta").load(path).inputFiles())
+    before: set[str] = set()
+    if delta_version is not None:
+        try:
+            before = set(read_at(spark, path, delta_version).inputFiles())
+        except Exception:
+            # The log no longer reaches back there (or cannot be read): checking everything is
+            # the safe answer, a gate never checks less than it should.
+            before = set()
+    return sorted(partitions_of(now - before))

@@ -1,0 +1,223 @@
+"""Lambda merged vs Kappa vs the oracle, on one view's windows both architectures have closed.
+
+``reconcile`` returns one row per (key, window) where the three do not all agree, with the
+values each side holds and a cause per disagreeing architecture:
+
+- ``late data dropped by the stream path``: the side equals the oracle computed without the
+  events that side's watermark dropped (``without_late``; e.g.
+  ``core.oracle.compute_views(values, profiles, keep=lambda e: e.event_id not in late_ids)``
+  with the ids of the stream's ``late`` audit table);
+- ``profile history lost to compaction`` (``revenue_by_segment`` only): the side's revenue of
+  the window, summed over segments, equals the oracle's (or the late-free oracle's, when both
+  apply) but is split between segments differently: the orders were joined to other profile
+  versions, which is what a replay of the compacted ``profiles`` topic does;
+- ``unexplained``: anything else. The ``reconciliation`` suite expects none.
+
+Plain pandas: views are small. Values are compared exactly, ``ctr`` within 1e-9.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Final
+
+import pandas as pd
+
+from core.catalog import SESSION_GAP_MS, VIEWS, ViewSpec
+from core.quality.prepare import Rows, as_pandas, epoch_ms
+from core.timefmt import iso, parse_iso
+
+LATE_DATA: Final = "late data dropped by the stream path"
+COMPACTION: Final = "profile history lost to compaction"
+LATE_AND_COMPACTION: Final = f"{LATE_DATA}; {COMPACTION}"
+UNEXPLAINED: Final = "unexplained"
+CAUSES: Final = (LATE_DATA, COMPACTION, LATE_AND_COMPACTION, UNEXPLAINED)
+
+ARCHITECTURES: Final = ("lambda", "kappa")
+COLUMNS: Final = (
+    "view",
+    "key",
+    "window_start",
+    "window_end",
+    "lambda",
+    "kappa",
+    "oracle",
+    "lambda_cause",
+    "kappa_cause",
+    "cause",
+    "window",
+)
+"""``window`` is a one-line description of the row, shown in Data Docs and failure reasons."""
+
+_REL_TOL: Final = 1e-9
+Values = tuple[Any, ...]
+Keyed = dict[tuple[Any, ...], Values]
+"""(key fields..., start ms) -> (end ms, value fields...)."""
+
+
+def _ms(moment: datetime | int | str) -> int:
+    """Epoch ms of an instant given as ms, an ISO string or a datetime (naive = UTC)."""
+    if isinstance(moment, int):
+        return moment
+    if isinstance(moment, str):
+        return parse_iso(moment)
+    ts = pd.Timestamp(moment)
+    ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
+    return int(ts.value // 1_000_000)
+
+
+def _keyed(spec: ViewSpec, rows: Rows, closed_before_ms: int) -> Keyed:
+    """A side's rows of the closed windows, keyed by key fields and start."""
+    df = as_pandas(rows)
+    if df.empty:
+        return {}
+    start, end = spec.time_fields
+    missing = [c for c in spec.columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{spec.name} rows lack column(s) {', '.join(missing)}")
+    starts, ends = epoch_ms(df[start]), epoch_ms(df[end])
+    # A session is closed once no event can still extend it (a later event within the gap).
+    horizon = ends + SESSION_GAP_MS + 1 if spec.window_ms is None else ends
+    out: Keyed = {}
+    for i, row in enumerate(df[list(spec.keys) + list(spec.values)].itertuples(index=False)):
+        if pd.isna(starts.iloc[i]) or horizon.iloc[i] > closed_before_ms:
+            continue
+        keys, values = tuple(row)[: len(spec.keys)], tuple(row)[len(spec.keys) :]
+        out[(*keys, int(starts.iloc[i]))] = (int(ends.iloc[i]), *values)
+    return out
+
+
+def _same(a: Values | None, b: Values | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, float) or isinstance(y, float):
+            if not math.isclose(float(x), float(y), rel_tol=_REL_TOL, abs_tol=_REL_TOL):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _window_totals(rows: Keyed) -> dict[int, int]:
+    """revenue_by_segment: revenue per window start, over all segments."""
+    totals: dict[int, int] = {}
+    for (_segment, start), (_end, revenue) in rows.items():
+        totals[start] = totals.get(start, 0) + int(revenue)
+    return totals
+
+
+def _cause(
+    spec: ViewSpec,
+    key: tuple[Any, ...],
+    side: Keyed,
+    oracle: Keyed,
+    late_free: Keyed | None,
+) -> str:
+    """Why ``side`` differs from the oracle at ``key`` (it is known to differ)."""
+    if late_free is not None and _same(side.get(key), late_free.get(key)):
+        return LATE_DATA
+    if spec.name == "revenue_by_segment":
+        start = key[-1]
+        total = _window_totals(side).get(start, 0)
+        if total == _window_totals(oracle).get(start, 0):
+            return COMPACTION
+        if late_free is not None and total == _window_totals(late_free).get(start, 0):
+            return LATE_AND_COMPACTION
+    return UNEXPLAINED
+
+
+def _show(spec: ViewSpec, values: Values | None) -> str:
+    if values is None:
+        return "-"
+    return ", ".join(f"{name}={value}" for name, value in zip(spec.values, values[1:], strict=True))
+
+
+def reconcile(
+    view: str,
+    lambda_rows: Rows,
+    kappa_rows: Rows,
+    oracle_rows: Rows,
+    *,
+    closed_before: datetime | int | str,
+    without_late: Mapping[str, Rows] | None = None,
+) -> pd.DataFrame:
+    """The disagreements of one view between Lambda (merged), Kappa and the oracle.
+
+    Rows are dicts or frames with the view's columns (``core.catalog``); times may be ISO
+    strings or datetimes. Only windows ending at or before ``closed_before`` (a session: whose
+    end plus the session gap is before it) are compared: pass the earlier of the two
+    architectures' watermarks. ``without_late`` maps ``"lambda"``/``"kappa"`` to the oracle's
+    rows without the events that architecture dropped as late (absent: no late attribution).
+    Returns a frame with ``COLUMNS``, sorted by key and window.
+    """
+    spec = VIEWS[view]
+    cutoff = _ms(closed_before)
+    sides = {
+        "lambda": _keyed(spec, lambda_rows, cutoff),
+        "kappa": _keyed(spec, kappa_rows, cutoff),
+    }
+    oracle = _keyed(spec, oracle_rows, cutoff)
+    late_free = {
+        arch: _keyed(spec, rows, cutoff)
+        for arch, rows in (without_late or {}).items()
+        if arch in ARCHITECTURES
+    }
+    records = []
+    for key in sorted(set(oracle).union(*sides.values())):
+        expected = oracle.get(key)
+        causes = {
+            arch: ""
+            if _same(rows.get(key), expected)
+            else _cause(spec, key, rows, oracle, late_free.get(arch))
+            for arch, rows in sides.items()
+        }
+        if not any(causes.values()):
+            continue
+        found = [c for c in causes.values() if c]
+        cause = UNEXPLAINED if UNEXPLAINED in found else "; ".join(dict.fromkeys(found))
+        if cause not in CAUSES:  # lambda late + kappa compaction and the like
+            cause = LATE_AND_COMPACTION
+        known = expected or sides["lambda"].get(key) or sides["kappa"].get(key)
+        assert known is not None
+        start, end = key[-1], known[0]
+        key_text = " ".join(f"{k}={v}" for k, v in zip(spec.keys, key[:-1], strict=True))
+        shown = {name: _show(spec, rows.get(key)) for name, rows in sides.items()}
+        shown["oracle"] = _show(spec, expected)
+        label = (
+            f"{view} {key_text} [{iso(start)}, {iso(end)}): lambda {shown['lambda']}; "
+            f"kappa {shown['kappa']}; oracle {shown['oracle']}"
+        ).replace("  ", " ")
+        records.append(
+            {
+                "view": view,
+                "key": key_text,
+                "window_start": iso(start),
+                "window_end": iso(end),
+                **shown,
+                "lambda_cause": causes["lambda"],
+                "kappa_cause": causes["kappa"],
+                "cause": cause,
+                "window": label,
+            }
+        )
+    return pd.DataFrame(records, columns=list(COLUMNS))
+
+
+def combine(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Several views' disagreements as one table, for one ``reconciliation`` validation."""
+    frames = [t for t in tables if not t.empty]
+    if not frames:
+        return pd.DataFrame(columns=list(COLUMNS))
+    return pd.concat(frames, ignore_index=True)
+
+
+def notes(table: pd.DataFrame) -> list[str]:
+    """Markdown lines for Data Docs: each disagreement and its cause."""
+    if table.empty:
+        return ["Lambda, Kappa and the oracle agree on every closed window."]
+    return [f"- {row.window} -> **{row.cause}**" for row in table.itertuples(index=False)]
