@@ -39,6 +39,20 @@ stack-status: ## Report each service
 stack-reset: ## Stop the stack and delete its data (the download cache stays)
 	$(LK) stack reset
 
+##@ Airflow (local: LocalExecutor, metadata in the stack's Postgres)
+
+.PHONY: airflow-up
+airflow-up: setup ## Start Airflow on the running stack (UI http://127.0.0.1:18080, admin/admin)
+	$(UV) run python -m infra.airflow up
+
+.PHONY: airflow-down
+airflow-down: ## Stop the Airflow processes airflow-up started
+	$(UV) run python -m infra.airflow down
+
+.PHONY: airflow-status
+airflow-status: ## Report each Airflow process
+	$(UV) run python -m infra.airflow status
+
 ##@ Development
 
 .PHONY: lint

@@ -13,7 +13,16 @@ from pathlib import Path
 import click
 
 from core.settings import Settings, get_settings
-from lk import demo, drain_command, serve_command, stack_commands
+from lk import (
+    demo,
+    dq_command,
+    drain_command,
+    reprocess_command,
+    run_commands,
+    serve_command,
+    stack_commands,
+    step_commands,
+)
 from lk.errors import fail, guarded
 
 
@@ -104,23 +113,14 @@ def generate(
     click.echo(workload.summary(stats))
 
 
-def _not_yet(name: str, issue: str) -> click.Command:
-    @click.command(
-        name=name,
-        context_settings={"ignore_unknown_options": True},
-        help=f"Not available yet: arrives with {issue}.",
-    )
-    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-    def command(args: tuple[str, ...]) -> None:
-        fail(f"'lk {name}' is not available yet: it arrives with {issue}")
-
-    return command
-
-
 cli.add_command(serve_command.serve)
-cli.add_command(_not_yet("reprocess", "Kappa mode (issue 4)"))
+cli.add_command(reprocess_command.reprocess)
+for command in (run_commands.init, run_commands.archive, run_commands.batch, run_commands.stream):
+    cli.add_command(command)
 cli.add_command(demo.demo)
 cli.add_command(drain_command.drain)
+cli.add_command(dq_command.dq)
+cli.add_command(step_commands.step)
 
 
 def main() -> None:
