@@ -35,7 +35,7 @@ class ProduceError(RuntimeError):
     pass
 
 
-def _client_logger() -> logging.Logger:
+def quiet_client_logger() -> logging.Logger:
     """librdkafka's own log lines go to Python logging (quiet unless configured), not stderr."""
     logger = logging.getLogger("lk.kafka")
     if not logger.handlers:
@@ -49,7 +49,9 @@ def check_topic(settings: Settings, topic: str, timeout_s: float = 10.0) -> int:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap, "logger": _client_logger()})
+    admin = AdminClient(
+        {"bootstrap.servers": settings.kafka_bootstrap, "logger": quiet_client_logger()}
+    )
     try:
         metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
@@ -87,28 +89,49 @@ class LogRecord:
     timestamp_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class _Outgoing:
-    key: bytes | None
-    value: bytes | None
-    timestamp: int | None  # None: the broker's clock
-    parsed: bool
+_DECODER = json.JSONDecoder()  # the configuration `json.loads` uses by default
 
 
-def _record_for(line: bytes, timestamp_field: str) -> _Outgoing:
-    """The record for one JSONL line, as CONTRACT §4 says."""
+def _loads(line: bytes) -> Any:
+    """`json.loads(line)`, with the usual case (a line starting with `{"`) sent straight to the
+    decoder's C scanner.
+
+    That is the same computation: for such bytes `json.loads` detects UTF-8, decodes with
+    `surrogatepass`, skips no leading whitespace and scans from 0; a document it accepts then
+    ends at the text's end or is followed only by whitespace. Anything else (trailing text, an
+    error) goes through `json.loads` itself, so results and errors are its own. This skips the
+    per-call encoding detection and wrappers that were a third of `lk produce`'s time.
+    """
+    if line[:2] == b'{"':
+        try:
+            text = line.decode("utf-8", "surrogatepass")
+            obj, end = _DECODER.scan_once(text, 0)
+        except (ValueError, StopIteration):
+            pass
+        else:
+            if end == len(text):
+                return obj
+    return json.loads(line)
+
+
+def _record_for(line: bytes, timestamp_field: str) -> tuple[bytes | None, bytes | None, int, bool]:
+    """The record for one JSONL line, as CONTRACT §4 says: (key, value, timestamp, parsed).
+
+    A timestamp of 0 means "none": the producer then stamps the broker-side current time, as it
+    does for an explicit 0 (librdkafka's own convention).
+    """
     try:
-        obj = json.loads(line)
+        obj = _loads(line)
     except (ValueError, RecursionError):  # not JSON (or not UTF-8, or too deep): raw bytes
-        return _Outgoing(None, line, None, parsed=False)
+        return None, line, 0, False
     if not isinstance(obj, dict):
-        return _Outgoing(None, line, None, parsed=True)
+        return None, line, 0, True
     user_id = obj.get("user_id")
     key = user_id.encode() if isinstance(user_id, str) else None
     ts = obj.get(timestamp_field)
-    timestamp = ts if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0 else None
+    timestamp = ts if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0 else 0
     value = None if obj.get("tombstone") is True else line
-    return _Outgoing(key, value, timestamp, parsed=True)
+    return key, value, timestamp, True
 
 
 def produce_file(
@@ -122,56 +145,62 @@ def produce_file(
     timestamp_field = "updated_ts" if topic == settings.profiles_topic else "received_ts"
     report = ProduceReport(topic)
     errors: list[str] = []
+    per_partition = [0] * check_topic(settings, topic)
 
+    # Called once per record from poll()/flush(): kept to a list increment, as it runs millions
+    # of times.
     def delivered(err: Any, msg: Any) -> None:
-        if err is not None:
-            report.failed += 1
-            errors.append(str(err))
+        if err is None:
+            per_partition[msg.partition()] += 1
         else:
-            report.per_partition[msg.partition()] += 1
+            errors.append(str(err))
 
-    check_topic(settings, topic)
     producer = Producer(
         {
             "bootstrap.servers": settings.kafka_bootstrap,
             **_PRODUCER_CONFIG,
-            "logger": _client_logger(),
+            "logger": quiet_client_logger(),
         }
     )
+    produce, poll = producer.produce, producer.poll
+    records = keyed = tombstones = raw_unparsed = 0
     started = time.monotonic()
+
+    def snapshot() -> ProduceReport:
+        report.records, report.keyed = records, keyed
+        report.tombstones, report.raw_unparsed = tombstones, raw_unparsed
+        report.failed = len(errors)
+        report.per_partition = Counter(
+            {p: n for p, n in enumerate(per_partition) if n}  # partitions that got records
+        )
+        report.seconds = time.monotonic() - started
+        return report
+
     try:
         with path.open("rb") as lines:
             for raw in lines:
                 line = raw.rstrip(b"\r\n")
                 if not line.strip():  # a blank line is no record (the oracle skips it too)
                     continue
-                record = _record_for(line, timestamp_field)
-                kwargs: dict[str, Any] = {
-                    "key": record.key,
-                    "value": record.value,
-                    "on_delivery": delivered,
-                }
-                if record.timestamp is not None:
-                    kwargs["timestamp"] = record.timestamp
+                key, value, timestamp, parsed = _record_for(line, timestamp_field)
                 while True:
                     try:
-                        producer.produce(topic, **kwargs)
+                        produce(topic, value, key, on_delivery=delivered, timestamp=timestamp)
                         break
                     except BufferError:  # local queue full: let deliveries drain, then retry
-                        producer.poll(0.1)
-                report.records += 1
-                report.keyed += record.key is not None
-                report.tombstones += record.value is None
-                report.raw_unparsed += not record.parsed
-                if report.records % 50000 == 0:
-                    producer.poll(0)
+                        poll(0.1)
+                records += 1
+                keyed += key is not None
+                tombstones += value is None
+                raw_unparsed += not parsed
+                if records % 50000 == 0:
+                    poll(0)
                     if progress:
-                        report.seconds = time.monotonic() - started
-                        progress(report)
+                        progress(snapshot())
         remaining = producer.flush(120)
     except KafkaException as exc:
         raise ProduceError(f"producing to {topic} failed: {exc}") from exc
-    report.seconds = time.monotonic() - started
+    snapshot()
     if remaining:
         raise ProduceError(f"{remaining} records to {topic} were not delivered within 120 s")
     if errors:
@@ -187,7 +216,7 @@ def end_offsets(settings: Settings, topic: str) -> dict[int, tuple[int, int]]:
         {
             "bootstrap.servers": settings.kafka_bootstrap,
             "group.id": "lk-inspect",
-            "logger": _client_logger(),
+            "logger": quiet_client_logger(),
             "enable.auto.commit": False,
         }
     )
@@ -211,7 +240,7 @@ def read_topic(settings: Settings, topic: str, timeout_s: float = 60.0) -> Itera
         {
             "bootstrap.servers": settings.kafka_bootstrap,
             "group.id": "lk-inspect",
-            "logger": _client_logger(),
+            "logger": quiet_client_logger(),
             "enable.auto.commit": False,
             "enable.partition.eof": False,
         }

@@ -1,43 +1,417 @@
-"""`make bench`: measured rates, printed (not tests; nothing here asserts a speed).
+"""`make bench`: measured figures, printed and saved (benchmarks are not tests: nothing here
+asserts a speed).
 
-Today: workload generation and `lk produce` into the local stack (brought up if needed).
-Later issues add the batch recompute, the speed layer's freshness and the Kappa replay.
+    make bench                          # 5,000,000 events (BENCH_EVENTS), about an hour on 2 cores
+    make bench BENCH_EVENTS=200000      # a quick run
+    uv run python -m tests.benchmarks.run --help
+
+Steps, each in its own module:
+
+1. `workload`: the local stack up (`lk stack up`; whatever it starts is stopped at the end), a
+   namespace of the bench's own on it (topics, buckets, database: `tests.isolation`, so the
+   user's data is untouched), `lk generate` and `lk produce` of BENCH_EVENTS events;
+2. `batch`: Lambda: the archiver drains the log into the master dataset, then the batch layer
+   recomputes the five views over all of it (events/s), then each part timed on its own;
+3. `duckdb_views`: DuckDB computes the same views from the same master-dataset files, as the
+   reference, and its answers are compared with what Spark wrote;
+4. `speed`: the Lambda speed layer on a live log of its own, with a producer at a target rate:
+   sustained events/s and freshness (produced -> visible in the serving API);
+5. `replay`: Kappa: `Reprocess(...).run()` from offset 0 of the same log (events/s, time to the
+   switch), next to the Lambda recompute of the same history (last: the longest step, and the
+   one `--replay-budget` may cut short);
+6. throughout, `rss`: the stack's resident memory, sampled every second.
+
+It ends with a table of each figure next to its aim and writes everything to
+out/bench/<timestamp>.json (after every step, so an interrupted run keeps what it measured; a
+SIGTERM, as from `timeout`, still tears down, prints the table and saves).
 """
 
 from __future__ import annotations
 
-import resource
+import argparse
+import os
+import signal
+import sys
 import tempfile
+import threading
 import time
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from core import workload
-from core.kafka_io import produce_file
-from core.settings import get_settings
-from infra.stack import stack as local_stack
+from core.settings import Settings, get_settings
+from tests.benchmarks.report import GIB, Results, machine, table
+from tests.benchmarks.rss import RssSampler, stack_pids
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = ("workload", "batch", "duckdb", "speed", "replay")
+TEARDOWN_RESERVE_S = 300.0  # stopping Spark, deleting the namespaces, stopping services
 
 
-def main(events: int = 1_000_000) -> None:
-    settings = get_settings()
-    started = time.monotonic()
-    timings = local_stack.up(settings, progress=lambda _: None)
-    steps = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in timings.items())
-    print(f"stack up: {time.monotonic() - started:.1f}s ({steps})")
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "events.jsonl"
-        started = time.monotonic()
-        stats = workload.generate(
-            workload.WorkloadSpec(seed=1, events=events), out, workload.default_profiles_path(out)
+def _int_env(name: str, default: int) -> int:
+    return int(os.environ.get(name, str(default)).replace("_", ""))
+
+
+def _optional_float_env(name: str) -> float | None:
+    value = os.environ.get(name, "").strip()
+    return float(value) if value else None
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.benchmarks.run", description="Measured figures (make bench)."
+    )
+    parser.add_argument(
+        "--events",
+        type=int,
+        default=_int_env("BENCH_EVENTS", 5_000_000),
+        help="events in the generated workload (env BENCH_EVENTS; default 5,000,000)",
+    )
+    parser.add_argument(
+        "--speed-seconds",
+        type=float,
+        default=float(os.environ.get("BENCH_SPEED_SECONDS", "90")),
+        help="how long the live producer runs (env BENCH_SPEED_SECONDS; default 90)",
+    )
+    parser.add_argument(
+        "--speed-rate",
+        type=float,
+        default=float(os.environ.get("BENCH_SPEED_RATE", "20000")),
+        help="live producer's target events/s (env BENCH_SPEED_RATE; default 20000, the aim)",
+    )
+    parser.add_argument(
+        "--speed-trigger", type=float, default=1.0, help="speed layer trigger, s (default 1)"
+    )
+    parser.add_argument(
+        "--replay-max-offsets",
+        type=int,
+        default=_int_env("BENCH_REPLAY_MAX_OFFSETS", 500_000),
+        help="records per micro-batch of the Kappa replay (default 500,000)",
+    )
+    parser.add_argument(
+        "--replay-budget",
+        type=float,
+        default=float(os.environ["BENCH_REPLAY_BUDGET"])
+        if "BENCH_REPLAY_BUDGET" in os.environ
+        else None,
+        help="stop the replay after this many seconds and report the rate of the micro-batches "
+        "done (env BENCH_REPLAY_BUDGET; default: no limit)",
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=_optional_float_env("BENCH_TIME_LIMIT"),
+        help="seconds the whole run may take: the replay (last) gets what is left, less "
+        f"{TEARDOWN_RESERVE_S:.0f}s for the teardown (env BENCH_TIME_LIMIT; default: no limit)",
+    )
+    parser.add_argument(
+        "--steps",
+        default=",".join(STEPS),
+        help=f"comma-separated subset of {','.join(STEPS)} (later steps need the earlier)",
+    )
+    parser.add_argument(
+        "--no-profile", action="store_true", help="skip timing the batch's parts one by one"
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the bench's topics, buckets and databases"
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
+    args = parser.parse_args(argv)
+    args.steps = [s.strip() for s in args.steps.split(",") if s.strip()]
+    unknown = set(args.steps) - set(STEPS)
+    if unknown:
+        parser.error(f"unknown steps: {', '.join(sorted(unknown))}")
+    return args
+
+
+class Bench:
+    """The run: the stack, namespaces, one Spark session, and the steps in order."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.settings = get_settings()
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        self.results = Results(
+            args.out / f"{stamp}.json",
+            {
+                "started_at": stamp,
+                "events": args.events,
+                "machine": machine(),
+                "note": "measured on a shared 2-core machine; other jobs ran meanwhile",
+                "step_seconds": {},
+                "load_average": {},
+            },
         )
-        seconds = time.monotonic() - started
-        print(f"generate: {stats.lines:,} lines in {seconds:.1f}s = {stats.lines / seconds:,.0f}/s")
-        report = produce_file(settings, out, settings.events_topic)
+        self.log_dir = args.out / f"{stamp}-logs"
+        self.sampler = RssSampler()
+        self.namespaces: list[Settings] = []
+        self.started_services: list[str] = []
+        self.spark: Any = None
+        self.failed: set[str] = set()
+        self.started = time.monotonic()
+        self.hard_exit = False
+
+    # -- setup and teardown ---------------------------------------------------------------
+
+    def stack_up(self) -> None:
+        from infra.stack import stack
+
+        running = set(stack_pids(self.settings))
+        timings = stack.up(self.settings, progress=lambda line: print(f"  {line}", flush=True))
+        self.started_services = [n for n in stack_pids(self.settings) if n not in running]
+        for name, pid in stack_pids(self.settings).items():
+            self.sampler.watch(name, pid)
+        self.results.data["stack"] = {
+            "up_seconds": {k: round(v, 1) for k, v in timings.items()},
+            "started_by_bench": self.started_services,
+            "already_running": sorted(running),
+        }
+
+    def namespace(self, name: str) -> Settings:
+        from tests.isolation import isolated_settings
+
+        isolated = isolated_settings(self.settings, name)
+        self.namespaces.append(isolated)
         print(
-            f"produce:  {report.records:,} records in {report.seconds:.1f}s = {report.rate:,.0f}/s"
+            f"  namespace: topics {isolated.events_topic}, {isolated.profiles_topic}; "
+            f"database {isolated.postgres_db}",
+            flush=True,
         )
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"bench process peak RSS: {peak_mb:,.0f} MiB")
+        return isolated
+
+    def spark_session(self, settings: Settings) -> Any:
+        if self.spark is None:
+            from core.spark import build_spark_session
+
+            self.spark = build_spark_session(settings, "lk-bench")
+            jvm = self.spark.sparkContext._jvm
+            self.sampler.watch(
+                "spark (bench JVM)", int(jvm.java.lang.ProcessHandle.current().pid())
+            )
+        return self.spark
+
+    def stop_spark(self, wait_s: float = 180.0) -> None:
+        """Stop the queries and the session; if that hangs (a micro-batch busy in Python that
+        ignores even an interrupt), give up after `wait_s` and end the process at exit instead
+        (the JVM exits with its parent)."""
+        from tests.benchmarks.phases import PhaseTimer
+
+        spark = self.spark
+        PhaseTimer.interrupt_all()
+        stopped = threading.Event()
+
+        def stop() -> None:
+            for query in spark.streams.active:
+                query.stop()
+            spark.stop()
+            stopped.set()
+
+        threading.Thread(target=stop, name="spark-stop", daemon=True).start()
+        if stopped.wait(wait_s):
+            self.sampler.forget("spark (bench JVM)")
+        else:
+            print(f"  Spark did not stop in {wait_s:.0f}s: the process ends hard", flush=True)
+            self.hard_exit = True
+
+    def teardown(self) -> None:
+        from infra.stack import stack
+        from tests.isolation import drop_isolated
+
+        if self.spark is not None:
+            self.stop_spark()
+        for isolated in self.namespaces:
+            if self.args.keep:
+                print(f"  kept {isolated.events_topic}, {isolated.postgres_db}, buckets")
+                continue
+            for problem in drop_isolated(self.settings, isolated):
+                print(f"  could not delete {problem}", flush=True)
+        for service in reversed(stack.services(self.settings)):
+            if service.name in self.started_services:
+                service.stop()
+                print(f"  {service.name}: stopped (the bench started it)", flush=True)
+
+    def rss(self) -> dict[str, Any]:
+        report = self.sampler.report
+        rss = report.as_dict()
+        rss["peak_total_gib"] = round(report.peak_total_bytes / GIB, 2)
+        rss["note"] = (
+            "sum of RSS of Kafka, MinIO, Postgres (and children), the serving API and the "
+            "bench's Spark JVM (and its Python workers), sampled every second; the bench's own "
+            "Python process and the live producer are shown, not counted"
+        )
+        return rss
+
+    # -- the steps ------------------------------------------------------------------------
+
+    def run_step(self, name: str, needs: tuple[str, ...], body: Callable[[], Any]) -> Any:
+        if name not in self.args.steps:
+            return None
+        missing = [n for n in needs if n in self.failed or n not in self.results.data]
+        if missing:
+            print(f"\n== {name}: skipped (needs {', '.join(missing)})", flush=True)
+            self.failed.add(name)
+            return None
+        print(f"\n== {name}", flush=True)
+        self.sampler.step(name)
+        self.results.data["load_average"][name] = [round(x, 2) for x in os.getloadavg()]
+        started = time.monotonic()
+        try:
+            value = body()
+        except Exception as exc:
+            traceback.print_exc()
+            print(f"== {name} failed: {type(exc).__name__}: {exc}", flush=True)
+            self.results.data.setdefault("errors", {})[name] = f"{type(exc).__name__}: {exc}"
+            self.failed.add(name)
+            value = None
+        else:
+            self.results.data[name] = value
+        self.results.data["step_seconds"][name] = round(time.monotonic() - started, 1)
+        self.results.data["rss"] = self.rss()
+        self.results.save()
+        return value
+
+    def workload(self, main: Settings, folder: Path) -> dict[str, Any]:
+        from tests.benchmarks.workload import generate_and_produce
+
+        return generate_and_produce(main, self.args.events, folder)
+
+    def batch(self, main: Settings) -> dict[str, Any]:
+        from tests.benchmarks import batch
+
+        spark = self.spark_session(main)
+        archived = batch.archive(spark, main)
+        figures = batch.recompute(spark, main, profile=not self.args.no_profile)
+        return {"archive": archived, **figures}
+
+    def duckdb(self, main: Settings) -> dict[str, Any]:
+        from batch_layer.master_dataset import MasterDataset
+        from tests.benchmarks import duckdb_views
+
+        spark = self.spark_session(main)
+        master = MasterDataset.from_settings(main)
+        batch = self.results.data["batch"]
+        event_files = duckdb_views.active_files(spark, master.events)
+        profile_files = duckdb_views.active_files(spark, master.profiles)
+        result = duckdb_views.compute(main, event_files, profile_files, batch["cutoff_ms"])
+        spark_rows = duckdb_views.spark_rows(main, batch["version"])
+        comparison = duckdb_views.compare(result.rows, spark_rows)
+        total = result.load_seconds + result.views_seconds
+        figures = {
+            "note": "reference implementation for benchmarking only; the logic is core/views",
+            "files": result.files,
+            "events": result.events,
+            "load_seconds": round(result.load_seconds, 2),
+            "views_seconds": round(result.views_seconds, 2),
+            "events_per_s": round(result.events / total),
+            "views_events_per_s": round(result.events / result.views_seconds),
+            "view_seconds": {k: round(v, 2) for k, v in result.view_seconds.items()},
+            "comparison": comparison,
+            "views_equal": sum(1 for c in comparison.values() if c["equal"]),
+        }
+        print(
+            f"  DuckDB: {result.events:,} events from {result.files} files: load from MinIO "
+            f"{result.load_seconds:.1f}s, dedup + 5 views {result.views_seconds:.1f}s = "
+            f"{figures['events_per_s']:,} events/s ({figures['views_events_per_s']:,}/s once "
+            "loaded)",
+            flush=True,
+        )
+        for view, c in comparison.items():
+            verdict = "equal" if c["equal"] else f"{c['differing_rows']:,} rows differ"
+            print(
+                f"    {view}: DuckDB {c['rows_duckdb']:,} rows, Spark {c['rows_spark']:,} rows: "
+                f"{verdict}",
+                flush=True,
+            )
+        return figures
+
+    def replay(self, main: Settings) -> dict[str, Any]:
+        from tests.benchmarks import replay
+
+        budget = self.args.replay_budget
+        if self.args.time_limit is not None:
+            left = self.args.time_limit - (time.monotonic() - self.started) - TEARDOWN_RESERVE_S
+            budget = left if budget is None else min(budget, left)
+            if budget < 60:
+                raise RuntimeError(f"no time left for the replay ({left:.0f}s before the limit)")
+        spark = self.spark_session(main)
+        return replay.run(spark, main, self.args.replay_max_offsets, budget)
+
+    def speed(self, main: Settings) -> dict[str, Any]:
+        from tests.benchmarks import speed
+
+        live = self.namespace("benchspeed")
+        config = speed.SpeedConfig(
+            seconds=self.args.speed_seconds,
+            rate=self.args.speed_rate,
+            trigger_s=self.args.speed_trigger,
+        )
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        return speed.run(self.spark_session(main), live, config, self.sampler, self.log_dir)
+
+    def run(self) -> int:
+        args = self.args
+        print(
+            f"make bench: {args.events:,} events; steps {', '.join(args.steps)}; "
+            f"results in {self.results.path}",
+            flush=True,
+        )
+        # The bench's own Python process (generator, DuckDB, probes) is not part of the stack.
+        self.sampler.watch("bench driver (not counted)", os.getpid(), counted=False, tree=False)
+        self.sampler.start()
+        previous = signal.signal(signal.SIGTERM, _terminated)
+        try:
+            print("\n== stack", flush=True)
+            self.stack_up()
+            uses_log = {"workload", "batch", "duckdb", "replay"} & set(args.steps)
+            main = self.namespace("bench") if uses_log else self.settings
+            with tempfile.TemporaryDirectory(prefix="lk-bench-") as tmp:
+                self.run_step("workload", (), lambda: self.workload(main, Path(tmp)))
+            self.run_step("batch", ("workload",), lambda: self.batch(main))
+            self.run_step("duckdb", ("batch",), lambda: self.duckdb(main))
+            self.run_step("speed", (), lambda: self.speed(main))
+            self.run_step("replay", ("workload",), lambda: self.replay(main))
+        except Terminated as stop:
+            print(f"\n== {stop}: stopping here", flush=True)
+            self.results.data.setdefault("errors", {})["run"] = str(stop)
+            self.failed.add("run")
+        finally:
+            print("\n== teardown", flush=True)
+            self.sampler.step("teardown")
+            try:
+                self.teardown()
+            finally:
+                self.sampler.stop()
+                self.results.data["rss"] = self.rss()
+                self.results.data["load_average"]["end"] = [round(x, 2) for x in os.getloadavg()]
+                self.results.save()
+                signal.signal(signal.SIGTERM, previous)
+        print("\n" + table(self.results.data))
+        print(
+            f"\nmeasured on {machine()['cpus']} cores shared with other jobs (load average at "
+            f"the steps: {self.results.data['load_average']}); results in {self.results.path}"
+        )
+        return 1 if self.failed else 0
+
+
+class Terminated(BaseException):  # like KeyboardInterrupt: no step's `except Exception` eats it
+    """SIGTERM (as `timeout` sends): the bench stops, tears down and reports what it has."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated(f"{signal.Signals(signum).name} received")
+
+
+def main(argv: list[str] | None = None) -> int:
+    bench = Bench(parse_args(argv))
+    code = bench.run()
+    if bench.hard_exit:  # a Spark thread is stuck: do not wait for it at interpreter exit
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

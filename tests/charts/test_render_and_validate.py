@@ -43,7 +43,7 @@ class TestRenderedChart:
     def test_should_render_the_notes(self, value_set: str) -> None:
         notes = render_set(value_set).notes
         assert "/health" in notes
-        assert "/dq/docs" in notes
+        assert "/v1/quality" in notes
         assert "lk-dq" in notes
 
 

@@ -1,0 +1,268 @@
+"""Where a stream micro-batch spends its time, measured from outside the engine.
+
+The bench does not change the stream engine (`speed_layer.engine`). While a measurement runs,
+`PhaseTimer` wraps some of the engine's steps and some of Spark's and Delta's calls with timers
+(class and module attributes, put back on exit):
+
+- the engine's steps: the Delta appends to the stream's state, the re-attribution of orders to
+  new profile versions, the recomputation of the touched windows, the session merge, and the
+  commit to the serving store;
+- the calls the micro-batch makes itself, outside those steps: Spark actions (`count`,
+  `collect`, `first`, `isEmpty`), `persist` (which plans the query it caches), Delta's
+  `isDeltaTable` check (it reads the table's log on MinIO) and `createDataFrame`.
+
+A call inside one of the steps counts in that step only (two are also shown on their own: the
+session merge's `_dedupe_seeds` and `_current_sessions`). What is left ("other") is Python and
+lazy plan building. Spark is lazy, so a step's time is that of the Spark jobs its own actions
+run: an append runs the validation and anti-joins that feed it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql.classic.dataframe import DataFrame
+
+from core.store import realtime
+from speed_layer import engine as engine_module
+from speed_layer.engine import StreamEngine
+from speed_layer.state import StreamState
+
+BATCH = "micro-batch"
+# Label -> (owner whose attribute is wrapped, attribute).
+_STEPS: dict[str, tuple[Any, str]] = {
+    "state appends (Delta writes)": (StreamState, "append"),
+    "profile re-attribution": (StreamEngine, "_hours_reattributed"),
+    "window views recompute": (StreamEngine, "_window_changes"),
+    "sessions merge": (StreamEngine, "_session_changes"),
+    "serving store commit (Postgres)": (realtime, "commit_batch"),
+}
+_CALLS: dict[str, tuple[Any, str]] = {
+    "count() in the micro-batch": (DataFrame, "count"),
+    "collect() in the micro-batch": (DataFrame, "collect"),
+    "first() in the micro-batch": (DataFrame, "first"),
+    "isEmpty() in the micro-batch": (DataFrame, "isEmpty"),
+    "persist() (plans the cached query)": (DataFrame, "persist"),
+    "Delta isDeltaTable() (log read)": (DeltaTable, "isDeltaTable"),
+    "createDataFrame()": (SparkSession, "createDataFrame"),
+}
+# Calls inside the steps worth seeing on their own: counted (in full) under their own label
+# too, and not again in "other". They are part of their step's time.
+_DETAILS: dict[str, tuple[Any, str]] = {
+    "  within sessions merge: _dedupe_seeds (Python)": (engine_module, "_dedupe_seeds"),
+    "  within sessions merge: _current_sessions (Postgres)": (engine_module, "_current_sessions"),
+}
+OTHER = "other (Python, lazy plan building)"
+
+
+class BenchInterrupt(Exception):  # noqa: N818 - it is an interruption, not an error of the code
+    """Raised inside a micro-batch's Python code when the bench's time for the step is up."""
+
+
+OnEnter = Callable[[str], Any]
+OnExit = Callable[[str, float, tuple[Any, ...], Any], None]
+"""(label, seconds, the call's arguments, what `OnEnter` returned for this call)."""
+
+
+@contextmanager
+def wrapped(
+    targets: dict[str, tuple[Any, str]],
+    on_exit: OnExit,
+    on_enter: OnEnter = lambda label: None,
+) -> Iterator[None]:
+    """Within the context, each target attribute (label -> (owner, attribute)) is a wrapper that
+    times the original: `on_enter(label)` before, `on_exit(...)` after. Put back on exit, as
+    it was (a classmethod stays a classmethod)."""
+    saved = []
+    for label, (owner, name) in targets.items():
+        raw = vars(owner).get(name) if isinstance(owner, type) else None
+        original = getattr(owner, name)  # bound to the class for a classmethod
+        saved.append((owner, name, raw if raw is not None else original))
+        setattr(owner, name, _timed(label, original, on_enter, on_exit))
+    try:
+        yield
+    finally:
+        for owner, name, original in reversed(saved):
+            setattr(owner, name, original)
+
+
+def _timed(
+    label: str, original: Callable[..., Any], on_enter: OnEnter, on_exit: OnExit
+) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        token = on_enter(label)
+        started = time.monotonic()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            on_exit(label, time.monotonic() - started, args, token)
+
+    return wrapper
+
+
+@dataclass
+class BatchTiming:
+    batch_id: int
+    seconds: float
+    phases: dict[str, float] = field(default_factory=dict)
+    new_events: int = 0
+    late: int = 0
+    invalid: int = 0
+    hours: int = 0
+    users: int = 0
+    skipped: bool = False
+    completed: bool = False  # False: it failed or was interrupted (no outcome)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "batch_id": self.batch_id,
+            "seconds": round(self.seconds, 3),
+            "new_events": self.new_events,
+            "late": self.late,
+            "invalid": self.invalid,
+            "hours": self.hours,
+            "users": self.users,
+            "skipped": self.skipped,
+            "completed": self.completed,
+            "phases_s": {k: round(v, 3) for k, v in self.phases.items()},
+        }
+
+
+class PhaseTimer:
+    """Per-micro-batch timings of every `StreamEngine` while `installed()` is open."""
+
+    installed_now: ClassVar[set[PhaseTimer]] = set()
+
+    def __init__(self) -> None:
+        self.batches: list[BatchTiming] = []
+        self._current: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._local = threading.local()  # each thread's stack of wrapped calls in flight
+        self._batch_thread: int | None = None  # the thread running a micro-batch's Python
+
+    @contextmanager
+    def installed(self) -> Iterator[PhaseTimer]:
+        targets = {BATCH: (StreamEngine, "process_batch"), **_STEPS, **_CALLS, **_DETAILS}
+        PhaseTimer.installed_now.add(self)
+        try:
+            with wrapped(targets, self._exit, self._enter):
+                yield self
+        finally:
+            PhaseTimer.installed_now.discard(self)
+
+    @staticmethod
+    def interrupt_all() -> bool:
+        """`interrupt()` on every timer installed now (the bench's teardown on SIGTERM)."""
+        return any([timer.interrupt() for timer in list(PhaseTimer.installed_now)])
+
+    def _stack(self) -> list[str]:
+        stack: list[str] | None = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def _enter(self, label: str) -> str | None:
+        """Push `label`; returns the label of the wrapped call it runs inside, if any."""
+        stack = self._stack()
+        parent = stack[-1] if stack else None
+        stack.append(label)
+        if label == BATCH:
+            self._batch_thread = threading.get_ident()
+        return parent
+
+    def interrupt(self) -> bool:
+        """Raise `BenchInterrupt` in the micro-batch's Python code running now, if any.
+
+        Stopping a query waits for its micro-batch, and a micro-batch busy in Python (the
+        session merge can be, for minutes) does not notice Spark's interruption: this makes it
+        fail at its next Python instruction instead, so a time budget holds."""
+        thread = self._batch_thread
+        if thread is None:
+            return False
+        set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+        return bool(set_async_exc(ctypes.c_ulong(thread), ctypes.py_object(BenchInterrupt)))
+
+    def _exit(self, label: str, seconds: float, args: tuple[Any, ...], parent: Any) -> None:
+        self._stack().pop()
+        if label != BATCH:
+            # What the micro-batch calls itself; a call nested in a step is part of that step
+            # (a detail is shown on its own as well).
+            if parent == BATCH or label in _DETAILS:
+                with self._lock:
+                    self._current[label] = self._current.get(label, 0.0) + seconds
+            return
+        self._batch_thread = None
+        with self._lock:
+            phases, self._current = self._current, {}
+        engine, _raw, batch_id = args
+        direct = sum(v for k, v in phases.items() if k not in _DETAILS)
+        phases[OTHER] = max(0.0, seconds - direct)
+        timing = BatchTiming(int(batch_id), seconds, phases)
+        outcome = next((o for o in reversed(engine.outcomes) if o.batch_id == batch_id), None)
+        if outcome is not None:
+            timing.new_events, timing.late, timing.invalid = (
+                outcome.new_events,
+                outcome.late,
+                outcome.invalid,
+            )
+            timing.hours, timing.users = len(outcome.hours), outcome.users
+            timing.skipped, timing.completed = outcome.skipped, True
+        self.batches.append(timing)
+
+    def summary(self) -> dict[str, Any]:
+        """Totals per phase over the micro-batches that did work, largest first, with shares."""
+        worked = [b for b in self.batches if not b.skipped]
+        total = sum(b.seconds for b in worked)
+        per_phase: dict[str, float] = {}
+        for batch in worked:
+            for phase, seconds in batch.phases.items():
+                per_phase[phase] = per_phase.get(phase, 0.0) + seconds
+        ranked = sorted(per_phase.items(), key=lambda item: -item[1])
+        durations = sorted(b.seconds for b in worked)
+        return {
+            "micro_batches": len(worked),
+            "not_completed": sum(1 for b in worked if not b.completed),
+            "seconds": round(total, 2),
+            "batch_seconds_min_median_max": (
+                [
+                    round(durations[0], 2),
+                    round(durations[len(durations) // 2], 2),
+                    round(durations[-1], 2),
+                ]
+                if durations
+                else []
+            ),
+            "phases": [
+                {
+                    "phase": phase,
+                    "seconds": round(seconds, 2),
+                    "share": round(seconds / total, 3) if total else 0.0,
+                }
+                for phase, seconds in ranked
+            ],
+        }
+
+
+def phase_lines(summary: dict[str, Any], top: int = 8) -> list[str]:
+    """The summary as printable lines."""
+    cut = summary["not_completed"]
+    lines = [
+        f"    {summary['micro_batches']} micro-batches"
+        + (f" ({cut} stopped before the end)" if cut else "")
+        + f", {summary['seconds']:.1f}s in all "
+        f"(min/median/max {summary['batch_seconds_min_median_max']} s)"
+    ]
+    for item in summary["phases"][:top]:
+        if item["seconds"] >= 0.05:
+            lines.append(f"    {item['share']:6.1%}  {item['seconds']:8.1f}s  {item['phase']}")
+    return lines

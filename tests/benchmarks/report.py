@@ -1,0 +1,125 @@
+"""The bench's results: a JSON file written after every step, and the closing table of figures
+next to their aims (issue 3: batch, speed, memory; issue 4: replay)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Figure:
+    label: str
+    path: tuple[str, ...]  # where the value sits in the results
+    unit: str
+    aim: float | None = None
+    at_most: bool = False  # the aim is a ceiling (freshness, memory), not a floor
+    complete: tuple[str, ...] = ()  # where a False says the figure is of a step cut short
+
+    def value(self, results: dict[str, Any], path: tuple[str, ...] | None = None) -> Any:
+        node: Any = results
+        for part in self.path if path is None else path:
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+
+FIGURES = (
+    Figure("generate (lk generate)", ("workload", "generate_lines_per_s"), "lines/s"),
+    Figure("produce events (lk produce)", ("workload", "produce", "events", "records_per_s"), "/s"),
+    Figure("archive log -> master dataset", ("batch", "archive", "records_per_s"), "records/s"),
+    Figure("Lambda batch recompute (run_batch)", ("batch", "events_per_s"), "events/s", 1e6),
+    Figure("  DuckDB reference, same files", ("duckdb", "events_per_s"), "events/s"),
+    Figure("  DuckDB views only (loaded)", ("duckdb", "views_events_per_s"), "events/s"),
+    Figure("  DuckDB = Spark (views equal)", ("duckdb", "views_equal"), "of 5"),
+    Figure("Speed layer sustained", ("speed", "sustained_events_per_s"), "events/s", 20_000),
+    Figure("  freshness p50", ("speed", "freshness_s", "p50"), "s"),
+    Figure("  freshness p99", ("speed", "freshness_s", "p99"), "s", 5.0, at_most=True),
+    Figure(
+        "Kappa replay from offset 0",
+        ("replay", "replay_events_per_s"),
+        "events/s",
+        200_000,
+        complete=("replay", "complete"),
+    ),
+    Figure("  reprocess start -> switch", ("replay", "seconds_to_switch"), "s"),
+    Figure("  Lambda recompute, same history", ("batch", "seconds"), "s"),
+    Figure("Stack peak RSS (sum)", ("rss", "peak_total_gib"), "GiB", 8.0, at_most=True),
+)
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value < 100:
+        return f"{value:,.2f}"
+    if isinstance(value, int | float):
+        return f"{value:,.0f}"
+    return "-" if value is None else str(value)
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [f"{'figure':<38} {'measured':>14} {'unit':<9} {'aim':>14}  verdict"]
+    lines.append("-" * len(lines[0]))
+    for figure in FIGURES:
+        value = figure.value(results)
+        aim = ""
+        verdict = ""
+        if figure.aim is not None:
+            aim = ("<= " if figure.at_most else ">= ") + _number(figure.aim)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                met = value <= figure.aim if figure.at_most else value >= figure.aim
+                verdict = "met" if met else "NOT met"
+            else:
+                verdict = "not measured"
+        label = figure.label
+        if figure.complete and figure.value(results, figure.complete) is False:
+            label += " (partial)"
+        lines.append(f"{label:<38} {_number(value):>14} {figure.unit:<9} {aim:>14}  {verdict}")
+    return "\n".join(lines)
+
+
+def machine() -> dict[str, Any]:
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gib": round(memory / GIB, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+class Results:
+    """The results so far, saved to `path` as JSON whenever a step ends (so an interrupted run
+    still leaves what it measured)."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path = path
+        self.data = data
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
+        tmp.replace(self.path)
+
+    def step(self, name: str, compute: Callable[[], Any]) -> Any:
+        """Store what `compute` returns under `name` (or its error), then save."""
+        try:
+            value = compute()
+        except Exception as exc:
+            self.data.setdefault("errors", {})[name] = f"{type(exc).__name__}: {exc}"
+            self.save()
+            raise
+        self.data[name] = value
+        self.save()
+        return value
