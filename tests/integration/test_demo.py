@@ -11,15 +11,18 @@ from pathlib import Path
 from core.catalog import VIEW_NAMES
 from core.settings import Settings
 from tests.conftest import run_lk
+from tests.integration.helpers import isolated_settings, settings_env
 
 
 def test_demo_runs_both_architectures_side_by_side(
     stack: Settings, stack_env: dict[str, str], tmp_path: Path
 ) -> None:
+    # Its own topics, buckets and database: the demo must not feed other tests' default topics.
+    env = {**stack_env, **settings_env(isolated_settings(stack, "demo"))}
     done = run_lk(
         "demo", "--seed", "11", "--events", "1000", "--kappa-micro-batches", "4",
         "--out-dir", str(tmp_path),
-        env=stack_env,
+        env=env,
         timeout=1500,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
