@@ -16,22 +16,16 @@ readers see, and running it again resumes the replay.
 
 from __future__ import annotations
 
-from airflow.sdk import Param, chain, dag
+from airflow.sdk import chain, dag
 from lk_dags.backends import replay_until_caught_up, step_task
-from lk_dags.common import DEFAULT_ARGS, START_DATE, has_kappa, param, xcom
+from lk_dags.common import DEFAULT_ARGS, START_DATE, has_kappa, logic_version_param, param, xcom
 
-from core.catalog import DEFAULT_LOGIC_VERSION, LOGIC_VERSIONS
 from core.settings import get_settings
 
 PARAMS = {
-    "logic_version": Param(
-        DEFAULT_LOGIC_VERSION,
-        type="string",
-        enum=sorted(LOGIC_VERSIONS),
-        values_display={v: f"{v}: {what}" for v, what in LOGIC_VERSIONS.items()},
-        title="Logic version",
-        description="The view logic the new Kappa version computes while replaying the log "
-        "from its earliest offsets.",
+    "logic_version": logic_version_param(
+        "The view logic the new Kappa version computes while replaying the log "
+        "from its earliest offsets."
     ),
 }
 

@@ -15,20 +15,20 @@ from __future__ import annotations
 
 from airflow.sdk import Param, chain, dag
 from lk_dags.backends import step_task
-from lk_dags.common import DEFAULT_ARGS, RUN_NAME, START_DATE, has_lambda, param, xcom
+from lk_dags.common import (
+    DEFAULT_ARGS,
+    RUN_NAME,
+    START_DATE,
+    has_lambda,
+    logic_version_param,
+    param,
+    xcom,
+)
 
-from core.catalog import DEFAULT_LOGIC_VERSION, LOGIC_VERSIONS
 from core.settings import get_settings
 
 PARAMS = {
-    "logic_version": Param(
-        DEFAULT_LOGIC_VERSION,
-        type="string",
-        enum=sorted(LOGIC_VERSIONS),
-        values_display={v: f"{v}: {what}" for v, what in LOGIC_VERSIONS.items()},
-        title="Logic version",
-        description="The view logic the new batch version computes.",
-    ),
+    "logic_version": logic_version_param("The view logic the new batch version computes."),
     "since": Param(
         None,
         type=["null", "string"],

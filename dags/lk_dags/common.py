@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from airflow.sdk import Param
+
+from core.catalog import DEFAULT_LOGIC_VERSION, LOGIC_VERSIONS
 from core.settings import Architecture, Settings
 
 START_DATE: Final = datetime(2026, 1, 1, tzinfo=UTC)
@@ -37,3 +40,15 @@ def xcom(task_id: str) -> str:
 def param(name: str) -> str:
     """A step argument: the run's param `name`, as JSON (`null` when left empty)."""
     return f"{{{{ params.{name} | tojson }}}}"
+
+
+def logic_version_param(description: str) -> Param:
+    """The trigger form's choice of view logic, each version shown with what it computes."""
+    return Param(
+        DEFAULT_LOGIC_VERSION,
+        type="string",
+        enum=sorted(LOGIC_VERSIONS),
+        values_display={v: f"{v}: {what}" for v, what in LOGIC_VERSIONS.items()},
+        title="Logic version",
+        description=description,
+    )
