@@ -21,27 +21,12 @@ from batch_layer.cutoff import drain_cutoff
 from batch_layer.master_dataset import MasterDataset
 from core.settings import Settings
 from core.views import parsing
+from tests.benchmarks.duckdb_views import EVENT_COLUMNS as VIEW_COLUMNS
 from tests.benchmarks.phases import wrapped
 from tests.benchmarks.progress import QueryWatcher
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-# What the five views read of an event (core/views): the rest of a master row (raw value, key,
-# Kafka timestamp, archive time) is carried for the record only.
-VIEW_COLUMNS = (
-    "event_id",
-    "type",
-    "user_id",
-    "page",
-    "query",
-    "search_id",
-    "amount_cents",
-    "event_ts",
-    "event_time",
-    "partition",
-    "offset",
-)
 
 
 def archive(spark: SparkSession, settings: Settings) -> dict[str, Any]:

@@ -21,11 +21,14 @@ from typing import TYPE_CHECKING, Any
 from core.catalog import CLICK_WINDOW_MS, SESSION_GAP_MS, UNKNOWN_SEGMENT, VIEWS
 from core.settings import Settings
 from core.timefmt import HOUR_MS, MINUTE_MS
+from core.views.parsing import PROFILE_COLUMNS
 
 if TYPE_CHECKING:
     import duckdb
     from pyspark.sql import SparkSession
 
+# What the five views read of an event (core/views): the rest of a master row (raw value, key,
+# Kafka timestamp, archive time) is carried for the record only; Spark reads the same subset.
 EVENT_COLUMNS = (
     "event_id",
     "type",
@@ -39,7 +42,6 @@ EVENT_COLUMNS = (
     "partition",
     "offset",
 )
-PROFILE_COLUMNS = ("user_id", "segment", "updated_ts", "partition", "offset")
 
 
 def _window(size_ms: int) -> str:
