@@ -24,7 +24,7 @@ from core.frames import empty_profiles
 from core.settings import Settings
 from core.store.schema import batch_table
 from core.store.streams import to_timestamp
-from core.views import compute_all, compute_view, parsing
+from core.views import VIEW_INPUT_COLUMNS, compute_all, compute_view, parsing
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -70,27 +70,32 @@ def max_event_ts(events: DataFrame) -> int | None:
     return None if row is None or row["m"] is None else int(row["m"])
 
 
+def deduplicated(events: DataFrame) -> DataFrame:
+    """Every event of the master dataset once (the first in log order), with only the columns
+    the views read: the raw record stays behind, so the whole-history shuffle stays small."""
+    return parsing.first_in_log(events.select(*VIEW_INPUT_COLUMNS))
+
+
 def batch_views(
     events: DataFrame,
     profiles: DataFrame,
     cutoff_ms: int,
     keep: Callable[[DataFrame], DataFrame] | None = None,
 ) -> dict[str, DataFrame]:
-    """The batch views for event time before the cutoff.
+    """The batch views for event time before the cutoff, from `deduplicated` events.
 
-    Deduplication runs over the whole history (first occurrence in log order wins). Views are
-    computed on events up to the cutoff plus the click window, so that a search just before
-    the cutoff still sees its clicks, and then keep only windows that start before the cutoff.
-    Sessions use only events before the cutoff: a session still open there is continued by the
-    speed layer, which merges it with what follows.
+    Deduplication runs over the whole history, before this (the caller caches it once for the
+    five views). Views are computed on events up to the cutoff plus the click window, so that a
+    search just before the cutoff still sees its clicks, and then keep only windows that start
+    before the cutoff. Sessions use only events before the cutoff: a session still open there
+    is continued by the speed layer, which merges it with what follows.
     """
     from pyspark.sql import functions as F
 
-    deduped = parsing.first_in_log(events)
     if keep is not None:  # a logic version's filter, after dedup as in the oracle
-        deduped = keep(deduped)
-    window_input = deduped.where(F.col("event_ts") < cutoff_ms + CLICK_WINDOW_MS)
-    session_input = deduped.where(F.col("event_ts") < cutoff_ms)
+        events = keep(events)
+    window_input = events.where(F.col("event_ts") < cutoff_ms + CLICK_WINDOW_MS)
+    session_input = events.where(F.col("event_ts") < cutoff_ms)
     views = compute_all(window_input, profiles)
     cutoff = F.lit(_utc(cutoff_ms))
     result = {}

@@ -28,6 +28,7 @@ from batch_layer.job import (
     BatchError,
     BatchResult,
     batch_views,
+    deduplicated,
     max_event_ts,
     read_master_events,
     read_master_profiles,
@@ -150,19 +151,23 @@ def compute(
             raise BatchError("the master dataset holds no event yet")
         cutoff_ms = scheduled_cutoff(latest, settings.watermark_delay_minutes * 60_000)
     keep = event_filter(logic_version) if logic_version is not None else None
-    views = batch_views(events, read_master_profiles(spark, master), cutoff_ms, keep)
-    with connect(settings) as conn:
-        create_all(conn)
-        version = versions.begin_version(
-            conn, LAMBDA, cutoff=to_timestamp(cutoff_ms), logic_version=logic_version
-        )
-        inputs.record(conn, version, snapshot)
-        try:
-            counts = write_version(settings, views, version)
-        except Exception:
-            versions.mark(conn, LAMBDA, version, "failed")
-            raise
-        versions.mark(conn, LAMBDA, version, "building", row_counts=counts)
+    history = deduplicated(events).persist()  # read and deduplicated once for the five views
+    try:
+        views = batch_views(history, read_master_profiles(spark, master), cutoff_ms, keep)
+        with connect(settings) as conn:
+            create_all(conn)
+            version = versions.begin_version(
+                conn, LAMBDA, cutoff=to_timestamp(cutoff_ms), logic_version=logic_version
+            )
+            inputs.record(conn, version, snapshot)
+            try:
+                counts = write_version(settings, views, version)
+            except Exception:
+                versions.mark(conn, LAMBDA, version, "failed")
+                raise
+            versions.mark(conn, LAMBDA, version, "building", row_counts=counts)
+    finally:
+        history.unpersist()
     return BatchResult(version, cutoff_ms, counts)
 
 

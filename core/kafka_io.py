@@ -127,7 +127,9 @@ def _record_for(line: bytes, timestamp_field: str) -> tuple[bytes | None, bytes 
     if not isinstance(obj, dict):
         return None, line, 0, True
     user_id = obj.get("user_id")
-    key = user_id.encode() if isinstance(user_id, str) else None
+    # A lone surrogate (JSON "\ud800") has no UTF-8 form: keep its code unit in the key, so
+    # every record of that user still lands in one partition, instead of failing the file.
+    key = user_id.encode("utf-8", "surrogatepass") if isinstance(user_id, str) else None
     ts = obj.get(timestamp_field)
     timestamp = ts if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0 else 0
     value = None if obj.get("tombstone") is True else line

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from enum import StrEnum
-from functools import cached_property
 from pathlib import Path
 
 from pydantic import Field
@@ -120,15 +119,17 @@ class Settings(BaseSettings):
     # How long `lk stack up` waits for each service to answer.
     startup_timeout_s: float = 120.0
 
-    @cached_property
+    # Plain properties, not cached: `model_copy(update=...)` copies a cached value along, and a
+    # copy with another stack_dir would keep the old path.
+    @property
     def stack_path(self) -> Path:
         return (self.stack_dir or self.home / ".stack").resolve()
 
-    @cached_property
+    @property
     def cache_path(self) -> Path:
         return (self.cache_dir or self.home / ".cache").resolve()
 
-    @cached_property
+    @property
     def spark_jars_path(self) -> Path:
         return (self.spark_jars_dir or self.cache_path / "jars" / "spark").resolve()
 

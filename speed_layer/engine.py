@@ -323,18 +323,27 @@ def _current_sessions(conn: psycopg.Connection, stream: str, users: list[str]) -
 
 def _dedupe_seeds(seeds: list[tuple]) -> list[tuple]:
     """Drop a seed that lies inside another (a batch session the stream already continued):
-    merging it again would count its events twice."""
+    merging it again would count its events twice. Exact copies are kept once.
+
+    Per user, seeds sorted by start (and longest first): a seed is covered exactly when an
+    earlier one with a different interval reaches at least as far, so one pass suffices.
+    """
+    by_user: dict[str, list[tuple]] = {}
+    for seed in dict.fromkeys(seeds):
+        by_user.setdefault(seed[0], []).append(seed)
     kept = []
-    for seed in seeds:
-        user, start, end, _ = seed
-        covered = any(
-            other is not seed
-            and other[0] == user
-            and other[1] <= start
-            and other[2] >= end
-            and (other[1], other[2]) != (start, end)
-            for other in seeds
-        )
-        if not covered and seed not in kept:
-            kept.append(seed)
+    for user_seeds in by_user.values():
+        user_seeds.sort(key=lambda seed: seed[2], reverse=True)
+        user_seeds.sort(key=lambda seed: seed[1])  # stable: by start, then longest first
+        reach = None  # the furthest end among earlier seeds with another interval
+        previous: tuple | None = None
+        group_reach = None  # reach before the current run of equal intervals
+        for seed in user_seeds:
+            interval = (seed[1], seed[2])
+            if previous is None or interval != (previous[1], previous[2]):
+                group_reach = reach
+            if group_reach is None or group_reach < seed[2]:
+                kept.append(seed)
+            reach = seed[2] if reach is None else max(reach, seed[2])
+            previous = seed
     return kept

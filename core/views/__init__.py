@@ -20,6 +20,24 @@ from core.views.search_ctr import search_ctr
 from core.views.sessions import event_intervals, merge_sessions, sessions
 from core.views.unique_users import unique_users
 
+VIEW_INPUT_COLUMNS: Final[tuple[str, ...]] = (
+    "event_id",
+    "type",
+    "user_id",
+    "page",
+    "query",
+    "search_id",
+    "amount_cents",
+    "event_ts",
+    "event_time",
+    "received_ts",  # these two: the logic versions' clock filter (core.views.logic_versions)
+    "sent_ts",
+    "partition",  # the log position: which copy of a duplicate comes first
+    "offset",
+)
+"""All the views and the logic versions read of an event. A path that carries whole records
+(the master dataset keeps the raw value, key and Kafka timestamp) selects these first."""
+
 ViewFunction = Callable[[DataFrame, DataFrame], DataFrame]
 """``(events, profiles) -> view``: the registry's uniform signature."""
 

@@ -1,8 +1,9 @@
 """Background service processes, owned through PID files.
 
 Each service runs in its own process group (so stopping it also stops its children) and is
-remembered by a PID file under the stack folder. `down` stops only what a PID file names, so a
-service the user started by hand is never touched.
+remembered by a PID file under the stack folder, with the process's start time: `down` stops
+only the very process a PID file names, so neither a service the user started by hand nor a
+process that later reused the PID is ever touched.
 """
 
 from __future__ import annotations
@@ -37,11 +38,14 @@ class ManagedProcess:
         return self.log_dir / f"{self.name}.log"
 
     def pid(self) -> int | None:
-        """The PID we started, if that process is still alive."""
+        """The PID we started, if that process is still alive (and still the same process)."""
         try:
-            pid = int(self.pid_file.read_text().strip())
+            pid_text, _, started = self.pid_file.read_text().strip().partition(" ")
+            pid = int(pid_text)
         except (FileNotFoundError, ValueError):
             return None
+        if started and start_time(pid) not in (started, None):
+            return None  # the PID now belongs to another process
         return pid if pid_alive(pid) else None
 
     def start(
@@ -65,7 +69,7 @@ class ManagedProcess:
                 start_new_session=True,  # own process group: stop() reaches the children too
                 user=user,
             )
-        self.pid_file.write_text(f"{proc.pid}\n")
+        self.pid_file.write_text(f"{proc.pid} {start_time(proc.pid) or ''}".strip() + "\n")
         return proc.pid
 
     def stop(
@@ -121,6 +125,16 @@ def pid_alive(pid: int) -> bool:
             return stat.read().split(") ", 1)[1][0] != "Z"
     except (FileNotFoundError, IndexError):
         return True
+
+
+def start_time(pid: int) -> str | None:
+    """When the process started (clock ticks since boot, /proc's `starttime`): with the PID,
+    it names one process; None where /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:  # noqa: PTH123
+            return stat.read().rsplit(") ", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
 
 
 def port_open(host: str, port: int, timeout_s: float = 0.5) -> bool:

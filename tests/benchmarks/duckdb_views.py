@@ -21,27 +21,16 @@ from typing import TYPE_CHECKING, Any
 from core.catalog import CLICK_WINDOW_MS, SESSION_GAP_MS, UNKNOWN_SEGMENT, VIEWS
 from core.settings import Settings
 from core.timefmt import HOUR_MS, MINUTE_MS
+from core.views import VIEW_INPUT_COLUMNS
 from core.views.parsing import PROFILE_COLUMNS
 
 if TYPE_CHECKING:
     import duckdb
     from pyspark.sql import SparkSession
 
-# What the five views read of an event (core/views): the rest of a master row (raw value, key,
-# Kafka timestamp, archive time) is carried for the record only; Spark reads the same subset.
-EVENT_COLUMNS = (
-    "event_id",
-    "type",
-    "user_id",
-    "page",
-    "query",
-    "search_id",
-    "amount_cents",
-    "event_ts",
-    "event_time",
-    "partition",
-    "offset",
-)
+# What the five views read of an event: the rest of a master row (raw value, key, Kafka
+# timestamp, archive time) is carried for the record only; Spark reads the same subset.
+EVENT_COLUMNS = VIEW_INPUT_COLUMNS
 
 
 def _window(size_ms: int) -> str:

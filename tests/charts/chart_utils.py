@@ -36,6 +36,7 @@ VALUE_SETS: dict[str, tuple[Path, ...]] = {
     "kappa": (CI_DIR / "kappa-values.yaml",),
     "both": (CI_DIR / "both-values.yaml",),
     "spark-kubernetes": (CI_DIR / "spark-kubernetes-values.yaml",),
+    "pod-backend": (CI_DIR / "pod-backend-values.yaml",),
     "existing-secret": (CI_DIR / "existing-secret-values.yaml",),
     "custom-resources": (CI_DIR / "custom-resources-values.yaml",),
     "kind-both": (KIND_VALUES, CI_DIR / "both-values.yaml"),

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.charts.chart_utils import Rendered, containers, env_of, render, render_set
+from tests.charts.chart_utils import (
+    CI_DIR,
+    Rendered,
+    containers,
+    env_of,
+    load_values,
+    render,
+    render_set,
+)
 
 LAMBDA_ONLY = {"archiver", "speed-layer"}
 KAPPA_ONLY = {"kappa-stream"}
@@ -180,3 +188,71 @@ class TestSparkOnKubernetes:
         rendered = render_set("kappa")
         assert rendered.by_component("ConfigMap", "spark-conf") == []
         assert "SPARK_CONF_DIR" not in _env(rendered, "kappa-stream")
+
+
+def _scheduler_spec(rendered: Rendered) -> dict:
+    (scheduler,) = rendered.by_component("Deployment", "airflow-scheduler")
+    return dict(scheduler["spec"]["template"]["spec"])
+
+
+def _binding_of(rendered: Rendered, component: str) -> tuple[str, str]:
+    """(role, service account) of the component's RoleBinding."""
+    (binding,) = rendered.by_component("RoleBinding", component)
+    return binding["roleRef"]["name"], binding["subjects"][0]["name"]
+
+
+class TestAirflowSparkBackend:
+    """`airflow.sparkBackend`: the DAGs' Spark steps in the scheduler pod (local) or each in a
+    pod of its own (kubernetes, KubernetesPodOperator); the scheduler gets the identity and
+    the rights that needs, in every architecture."""
+
+    def test_local_is_the_default_and_sets_no_pod_settings(self) -> None:
+        env = _env(render_set("both"), "airflow-scheduler")
+        assert env["LK_SPARK_BACKEND"] == "local"
+        assert not [name for name in env if name.startswith("LK_K8S_")]
+
+    def test_kubernetes_wires_the_step_pods_and_lets_the_scheduler_start_them(self) -> None:
+        rendered = render_set("pod-backend")
+        env = _env(rendered, "airflow-scheduler")
+        (batch_account,) = rendered.by_component("ServiceAccount", "spark-batch")
+        (secret,) = rendered.by_component("Secret", "credentials")
+        (spark_conf,) = rendered.by_component("ConfigMap", "spark-conf")
+        assert env["LK_SPARK_BACKEND"] == "kubernetes"
+        assert env["LK_K8S_NAMESPACE"] == "lambda-kappa"
+        assert env["LK_K8S_IMAGE"] == "lambda-kappa/app:0.1.0"
+        assert env["LK_K8S_SERVICE_ACCOUNT"] == batch_account["metadata"]["name"]
+        assert env["LK_K8S_CREDENTIALS_SECRET"] == secret["metadata"]["name"]
+        assert env["LK_K8S_SPARK_CONF_CONFIGMAP"] == spark_conf["metadata"]["name"]
+        (launcher,) = rendered.by_component("Role", "airflow-pod-launcher")
+        rights = {r: set(rule["verbs"]) for rule in launcher["rules"] for r in rule["resources"]}
+        assert {"create", "get", "watch", "delete"} <= rights["pods"]
+        assert "create" in rights["pods/exec"]  # the XCom sidecar's result
+        assert "get" in rights["pods/log"]
+        role, account = _binding_of(rendered, "airflow-pod-launcher")
+        assert (role, account) == (launcher["metadata"]["name"], batch_account["metadata"]["name"])
+        spec = _scheduler_spec(rendered)
+        assert spec["serviceAccountName"] == account
+        assert spec["automountServiceAccountToken"] is True
+
+    def test_kappa_reprocessing_with_executor_pods_has_its_own_identity(self) -> None:
+        rendered = render_set("spark-kubernetes")  # kappa, k8s:// master, local backend
+        (account,) = rendered.by_component("ServiceAccount", "spark-reprocess")
+        name = account["metadata"]["name"]
+        role, bound = _binding_of(rendered, "spark-reprocess")
+        assert bound == name and role.endswith("spark-driver")
+        spec = _scheduler_spec(rendered)
+        assert (spec["serviceAccountName"], spec["automountServiceAccountToken"]) == (name, True)
+        assert rendered.by_component("ServiceAccount", "spark-batch") == []
+        assert rendered.by_component("Role", "airflow-pod-launcher") == []
+
+    def test_kappa_step_pods_on_local_spark_need_no_spark_role(self) -> None:
+        rendered = render(
+            load_values(CI_DIR / "kappa-values.yaml", airflow={"sparkBackend": "kubernetes"})
+        )
+        (account,) = rendered.by_component("ServiceAccount", "spark-reprocess")
+        assert rendered.by_component("RoleBinding", "spark-reprocess") == []
+        assert rendered.by_component("Role", "spark-driver") == []
+        assert _binding_of(rendered, "airflow-pod-launcher")[1] == account["metadata"]["name"]
+        env = _env(rendered, "airflow-scheduler")
+        assert env["LK_K8S_SERVICE_ACCOUNT"] == account["metadata"]["name"]
+        assert "LK_K8S_SPARK_CONF_CONFIGMAP" not in env

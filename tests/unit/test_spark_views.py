@@ -131,6 +131,30 @@ def test_views_equal_the_oracle_on_a_generated_workload(
     assert any(row["events"] > 1 for row in got["sessions"])
 
 
+def test_the_view_input_columns_are_all_the_views_and_logic_versions_read(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The batch layer carries only `VIEW_INPUT_COLUMNS` through its deduplication: every view,
+    after every logic version's filter, gives the same rows from them as from whole events."""
+    from core.views import VIEW_INPUT_COLUMNS
+    from core.views.logic_versions import event_filter
+
+    events_path, profiles_path = generated(tmp_path, 3, 600)
+    whole = spark_events(spark, load_jsonl_values(events_path)).cache()
+    profiles = spark_profiles(spark, load_jsonl_values(profiles_path))
+    try:
+        narrow = whole.select(*VIEW_INPUT_COLUMNS)
+        assert set(narrow.columns) < set(whole.columns)  # the raw record's columns stay behind
+        for version in ("1", "2"):
+            keep = event_filter(version) or (lambda frame: frame)
+            for name in VIEW_NAMES:
+                got = compute_view(name, keep(narrow), profiles)
+                want = compute_view(name, keep(whole), profiles)
+                assert view_rows(got, name) == view_rows(want, name), (version, name)
+    finally:
+        whole.unpersist()
+
+
 # --- a hand-made log of boundary cases ----------------------------------------------------------
 
 DAY = 20_758 * 86_400_000  # 2026-11-01T00:00:00Z

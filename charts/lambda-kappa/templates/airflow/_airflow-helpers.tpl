@@ -68,6 +68,7 @@ db-migrate Job. The database URL is assembled by the kubelet from the Secret's p
 - name: LK_BATCH_SCHEDULE
   value: {{ $root.Values.batchLayer.schedule | quote }}
 {{- end }}
+{{ include "lk.airflow.backendEnv" $root }}
 {{ include "lk.env" (dict "root" $root "sparkDriverMemory" $root.Values.airflow.scheduler.sparkDriverMemory) }}
 {{- end }}
 
@@ -98,4 +99,47 @@ exec:
 enableServiceLinks: false
 securityContext:
   {{- include "lk.podSecurityContext" (dict "image" .Values.images.airflow) | nindent 2 }}
+{{- end }}
+
+{{/* True (non-empty) when each DAG step runs in a pod of its own (KubernetesPodOperator). */}}
+{{- define "lk.airflow.podBackend" -}}
+{{- if eq .Values.airflow.sparkBackend "kubernetes" }}true{{ end }}
+{{- end }}
+
+{{/* True (non-empty) when the scheduler pod talks to the Kubernetes API: it starts the step
+pods, or its tasks' Spark drivers start executor pods. */}}
+{{- define "lk.airflow.needsApi" -}}
+{{- if or (include "lk.airflow.podBackend" .) (include "lk.sparkOnKubernetes" .) }}true{{ end }}
+{{- end }}
+
+{{/* The identity of the DAGs' Spark drivers and of the scheduler that runs or starts them:
+the batch layer's where there is one; in Kappa, the reprocessing's, only when the API is
+needed; else none (empty). */}}
+{{- define "lk.airflow.serviceAccount" -}}
+{{- if include "lk.lambdaEnabled" . }}
+{{- include "lk.componentName" (dict "root" . "component" "spark-batch") }}
+{{- else if include "lk.airflow.needsApi" . }}
+{{- include "lk.componentName" (dict "root" . "component" "spark-reprocess") }}
+{{- end }}
+{{- end }}
+
+{{/* The backend's settings (core.settings: spark_backend, k8s_*); step pods get the
+credentials as references to the same Secret (dags/lk_dags/pods.py). */}}
+{{- define "lk.airflow.backendEnv" -}}
+- name: LK_SPARK_BACKEND
+  value: {{ .Values.airflow.sparkBackend | quote }}
+{{- if include "lk.airflow.podBackend" . }}
+- name: LK_K8S_NAMESPACE
+  value: {{ .Release.Namespace | quote }}
+- name: LK_K8S_IMAGE
+  value: {{ include "lk.image" (dict "root" . "image" .Values.images.app) | quote }}
+- name: LK_K8S_SERVICE_ACCOUNT
+  value: {{ include "lk.airflow.serviceAccount" . | quote }}
+- name: LK_K8S_CREDENTIALS_SECRET
+  value: {{ include "lk.credentialsSecret" . | quote }}
+{{- if include "lk.sparkOnKubernetes" . }}
+- name: LK_K8S_SPARK_CONF_CONFIGMAP
+  value: {{ include "lk.componentName" (dict "root" . "component" "spark-conf") | quote }}
+{{- end }}
+{{- end }}
 {{- end }}

@@ -1,0 +1,26 @@
+"""`lk produce`'s records (CONTRACT §4): each JSONL line's key, value and timestamp."""
+
+from __future__ import annotations
+
+from core.kafka_io import _record_for
+
+
+def test_a_valid_line_is_keyed_by_user_and_stamped_with_its_time() -> None:
+    line = b'{"event_id":"e1","user_id":"u-1","received_ts":1700000000000}'
+    assert _record_for(line, "received_ts") == (b"u-1", line, 1700000000000, True)
+
+
+def test_a_line_that_is_not_json_goes_as_raw_bytes_without_a_key() -> None:
+    assert _record_for(b"not json", "received_ts") == (None, b"not json", 0, False)
+
+
+def test_a_lone_surrogate_in_user_id_still_gives_a_key() -> None:
+    line = b'{"event_id":"e1","user_id":"\\ud800x","received_ts":5}'
+    key, value, timestamp, parsed = _record_for(line, "received_ts")
+    assert key == "\ud800x".encode("utf-8", "surrogatepass") and key != b"\xef\xbf\xbdx"
+    assert (value, timestamp, parsed) == (line, 5, True)
+
+
+def test_a_tombstone_has_no_value() -> None:
+    line = b'{"user_id":"u-2","tombstone":true,"updated_ts":9}'
+    assert _record_for(line, "updated_ts") == (b"u-2", None, 9, True)
