@@ -41,7 +41,8 @@ from core.settings import Settings
 from core.store import versions
 from core.store.connection import connect
 from core.store.schema import create_all
-from core.store.streams import to_timestamp
+from core.store.streams import to_ms, to_timestamp
+from core.timefmt import iso
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -131,6 +132,13 @@ def validate_raw(
 # --- 3. the views ---------------------------------------------------------------------------
 
 
+def published_version(settings: Settings) -> versions.Version | None:
+    """The batch version readers get now (None before the first hand-off)."""
+    with connect(settings) as conn:
+        create_all(conn)
+        return versions.current(conn, LAMBDA)
+
+
 def compute(
     spark: SparkSession,
     settings: Settings,
@@ -145,11 +153,26 @@ def compute(
     # One pinned snapshot, recorded with the version: the next raw gate checks what came after.
     snapshot = inputs.latest_version(spark, master.events)
     events = inputs.read_at(spark, master.events, snapshot)
+    published = published_version(settings)
+    published_cutoff = (
+        None if published is None or published.cutoff is None else to_ms(published.cutoff)
+    )
     if cutoff_ms is None:
         latest = max_event_ts(events)
         if latest is None:
             raise BatchError("the master dataset holds no event yet")
         cutoff_ms = scheduled_cutoff(latest, settings.watermark_delay_minutes * 60_000)
+        if published_cutoff is not None:  # never backwards (`lk drain` publishes a later one)
+            cutoff_ms = max(cutoff_ms, published_cutoff)
+    elif published_cutoff is not None and cutoff_ms < published_cutoff:
+        # The speed layer dropped the events before the published cutoff at its hand-off: an
+        # earlier cutoff would leave the windows in between to nobody.
+        raise BatchError(
+            f"cutoff {iso(cutoff_ms)} is before the published batch's "
+            f"({iso(published_cutoff)}): choose a later one"
+        )
+    if logic_version is None and published is not None:
+        logic_version = published.logic_version  # a scheduled batch keeps the published logic
     keep = event_filter(logic_version) if logic_version is not None else None
     history = deduplicated(events).persist()  # read and deduplicated once for the five views
     try:

@@ -15,9 +15,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.settings import Settings
+
+if TYPE_CHECKING:
+    from core.events import ProfileChange
 
 # Java clients' default partitioner: a key lands on the same partition whichever client wrote it.
 _PRODUCER_CONFIG = {
@@ -268,3 +271,19 @@ def read_topic(settings: Settings, topic: str, timeout_s: float = 60.0) -> Itera
                         break
     finally:
         consumer.close()
+
+
+def log_event_values(settings: Settings) -> list[bytes | None]:
+    """Every record value of the `events` topic, in log order per partition: the oracle's input."""
+    return [record.value for record in read_topic(settings, settings.events_topic)]
+
+
+def log_profile_changes(settings: Settings) -> list[ProfileChange]:
+    """Every profile version and tombstone the `profiles` topic still holds (compaction may
+    have dropped older ones; the master dataset keeps them)."""
+    from core.events import profile_from_record
+
+    return [
+        profile_from_record(r.key or b"", r.value, r.timestamp_ms)
+        for r in read_topic(settings, settings.profiles_topic)
+    ]

@@ -6,7 +6,9 @@ Trigger it with a **logic version** and, optionally, a **date range**:
    range (every partition when both ends are empty). A failure stops the run.
 2. **compute_views**: a new batch version with the chosen logic, from the whole master
    dataset (Lambda recomputes from all history), up to the end of `until` (UTC), or up to the
-   cutoff the archive closes when `until` is empty or later.
+   cutoff the archive closes when `until` is empty or later; never before the published
+   cutoff (the speed layer covers only what follows it). The speed layer's rows follow the
+   new logic from the hand-off on.
 3. **validate_views**, 4. **publish**: as in `lambda_batch`; the previous version serves until
    the new one has passed its suites.
 """
@@ -43,7 +45,8 @@ PARAMS = {
         format="date",
         title="Until (event date, UTC)",
         description="Last day validated again, and the cutoff of the new version (the end of "
-        "that day), capped at what the archive closes. Empty: up to what the archive closes.",
+        "that day), capped at what the archive closes and never before the published cutoff. "
+        "Empty: up to what the archive closes.",
     ),
 }
 

@@ -133,18 +133,13 @@ def side_by_side(settings: Settings, kappa_late_ids: set[str]) -> None:
     second Kappa column is its distance from the oracle computed without those events, so a
     reader sees that the whole difference is the late data."""
     from core.comparison import view_distance
-    from core.events import profile_from_record
-    from core.kafka_io import read_topic
+    from core.kafka_io import log_event_values, log_profile_changes
     from core.oracle import compute_views
     from core.store.connection import connect
     from serving.filters import parse_view_query
     from serving.repository import read_view
 
-    values = [r.value for r in read_topic(settings, settings.events_topic)]
-    profiles = [
-        profile_from_record(r.key or b"", r.value, r.timestamp_ms)
-        for r in read_topic(settings, settings.profiles_topic)
-    ]
+    values, profiles = log_event_values(settings), log_profile_changes(settings)
     oracle = compute_views(values, profiles)
     on_time = compute_views(values, profiles, keep=lambda e: e.event_id not in kappa_late_ids)
     served: dict[str, dict[str, list[dict[str, Any]]]] = {}

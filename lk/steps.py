@@ -164,18 +164,24 @@ def _validate_raw(settings: Settings, spark: SparkProvider, args: StepArgs) -> J
 
 
 def _cutoff_until(spark: SparkSession, settings: Settings, until: date) -> int:
-    """The end of `until` (midnight after it, UTC), but never past what the archive closes: a
-    later cutoff would publish windows whose events are not all archived yet."""
+    """The end of `until` (midnight after it, UTC), but never past what the archive closes (a
+    later cutoff would publish windows whose events are not all archived yet), nor before the
+    published batch's cutoff (the speed layer holds only the events after it)."""
     from batch_layer.cutoff import scheduled_cutoff
     from batch_layer.job import max_event_ts, read_master_events
     from batch_layer.master_dataset import MasterDataset
+    from batch_layer.steps import published_version
+    from core.store.streams import to_ms
 
     end = datetime.combine(until + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
     end_ms = int(end.timestamp() * 1000)
     latest = max_event_ts(read_master_events(spark, MasterDataset.from_settings(settings)))
-    if latest is None:
-        return end_ms
-    return min(end_ms, scheduled_cutoff(latest, settings.watermark_delay_minutes * 60_000))
+    if latest is not None:
+        end_ms = min(end_ms, scheduled_cutoff(latest, settings.watermark_delay_minutes * 60_000))
+    published = published_version(settings)
+    if published is not None and published.cutoff is not None:
+        end_ms = max(end_ms, to_ms(published.cutoff))
+    return end_ms
 
 
 def _compute_views(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:

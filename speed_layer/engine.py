@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     import psycopg
     from pyspark.sql import DataFrame, SparkSession
 
+    from core.views.logic_versions import EventFilter
+
 WINDOW_VIEWS = tuple(name for name, spec in VIEWS.items() if spec.window_ms is not None)
 
 SessionSeeds = Callable[["psycopg.Connection", list[str], int | None], list[tuple]]
@@ -55,8 +57,11 @@ class StreamSpec:
     """Event time before which another layer is responsible (Lambda: the batch cutoff)."""
     session_seeds: SessionSeeds = lambda conn, users, cutoff: []
     max_offsets_per_trigger: int = 200_000
-    event_filter: Callable[[DataFrame], DataFrame] | None = None
-    """A logic version's filter on valid events (Kappa reprocessing), applied before views."""
+    view_filter: Callable[[psycopg.Connection], EventFilter | None] = lambda conn: None
+    """The logic version's filter on the events the views see, read at every micro-batch and
+    hand-off (Kappa: its version's; Lambda: the published batch's, so that a logic change
+    applies on both sides of the cutoff). Applied after deduplication, as in the batch layer:
+    the state keeps every event, whatever the logic."""
     writable: Callable[[psycopg.Connection], bool] = lambda conn: True
     """False once the stream's output is retired: its micro-batches must stop committing."""
 
@@ -177,8 +182,6 @@ class StreamEngine:
         on_time = valid.where(~is_late)
         if cutoff is not None:
             on_time = on_time.where(F.col("event_ts") >= cutoff)
-        if self.spec.event_filter is not None:
-            on_time = self.spec.event_filter(on_time)
         new_events = (
             parsing.first_in_log(on_time)
             .join(earlier_ids, "event_id", "left_anti")
@@ -209,8 +212,9 @@ class StreamEngine:
         outcome.new_events = new.count()
         outcome.hours, outcome.users = sorted(hours), len(users)
 
-        changes = self._window_changes(sorted(hours), cutoff)
-        changes += self._session_changes(conn, new, users, cutoff)
+        keep = self.spec.view_filter(conn)
+        changes = self._window_changes(sorted(hours), cutoff, keep)
+        changes += self._session_changes(conn, _kept(new, keep), users, cutoff)
 
         max_ts = stats["max_ts"]
         if max_ts is not None:
@@ -250,7 +254,11 @@ class StreamEngine:
         return self.spec.state.read(self.spark, self.spec.state.profiles, like).drop("batch_id")
 
     def _window_changes(
-        self, hours: list[int], cutoff: int | None, everything: bool = False
+        self,
+        hours: list[int],
+        cutoff: int | None,
+        keep: EventFilter | None,
+        everything: bool = False,
     ) -> list[Replacement]:
         from pyspark.sql import functions as F
 
@@ -265,6 +273,7 @@ class StreamEngine:
             for hour in hours:
                 span = span | F.col("event_hour").isin(hour, hour + HOUR_MS)
             events = events.where(span)
+        events = _kept(events, keep)
         profiles = self._store_profiles(empty_profiles(self.spark))
         changes = []
         for view in WINDOW_VIEWS:
@@ -300,14 +309,20 @@ class StreamEngine:
 
     def recompute_all(self, conn: psycopg.Connection, cutoff: int | None) -> list[Replacement]:
         """Every real-time row from the stream's state, for event time from `cutoff` on."""
-        changes = self._window_changes([], cutoff, everything=True)
+        keep = self.spec.view_filter(conn)
+        changes = self._window_changes([], cutoff, keep, everything=True)
         events = self._store_events(cutoff)
         if events is None:
             return [*changes, Replacement("sessions")]
+        events = _kept(events, keep)
         users = sorted(r["user_id"] for r in events.select("user_id").distinct().collect())
         seeds = self.spec.session_seeds(conn, users, cutoff) if users else []
         rows = self._merged_sessions(seeds, events) if users else []
         return [*changes, Replacement("sessions", rows)]
+
+
+def _kept(events: DataFrame, keep: EventFilter | None) -> DataFrame:
+    return events if keep is None else keep(events)
 
 
 def _current_sessions(conn: psycopg.Connection, stream: str, users: list[str]) -> list[tuple]:

@@ -6,7 +6,9 @@ The speed layer covers event time from the published batch cutoff on. When the b
 marks a new version ready, the speed layer performs the hand-off in one transaction: it
 recomputes its rows from the new cutoff on (continuing the sessions the batch leaves open),
 replaces them, and moves the alias to the new version. Readers see either the old batch with
-the old real-time rows or the new batch with the new ones: never both, never neither.
+the old real-time rows or the new batch with the new ones: never both, never neither. The
+real-time rows follow the published batch's logic version, so a `lambda_reprocess` into
+another logic changes the answers on both sides of the cutoff at once.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from core.store.connection import connect, stream_lock
 from core.store.schema import create_all
 from core.store.streams import LAMBDA_SPEED as STREAM
 from core.store.streams import to_ms
+from core.views.logic_versions import EventFilter, event_filter
 from speed_layer.engine import StreamEngine, StreamSpec
 from speed_layer.state import StreamState
 
@@ -64,6 +67,15 @@ def open_batch_sessions(
     return _batch_open_sessions(conn, current.version, current.cutoff, users)
 
 
+def published_logic_filter(conn: psycopg.Connection) -> EventFilter | None:
+    """The published batch version's logic, for the real-time rows after its cutoff: a batch
+    of another logic version (`lambda_reprocess`) changes both sides at the hand-off."""
+    current = versions.current(conn, LAMBDA)
+    if current is None or current.logic_version is None:
+        return None
+    return event_filter(current.logic_version)
+
+
 def speed_spec(settings: Settings) -> StreamSpec:
     return StreamSpec(
         stream=STREAM,
@@ -72,6 +84,7 @@ def speed_spec(settings: Settings) -> StreamSpec:
         watermark_delay_ms=settings.watermark_delay_minutes * 60_000,
         cutoff=published_cutoff,
         session_seeds=open_batch_sessions,
+        view_filter=published_logic_filter,
         max_offsets_per_trigger=settings.stream_max_offsets_per_trigger,
     )
 

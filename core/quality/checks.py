@@ -213,31 +213,21 @@ def _profile_history(spark: SparkSession, settings: Settings) -> list[ProfileCha
     return [ProfileChange(r["user_id"], r["segment"], int(r["updated_ts"])) for r in ordered]
 
 
-def _log_profiles(settings: Settings) -> list[ProfileChange]:
-    from core.events import profile_from_record
-    from core.kafka_io import read_topic
-
-    return [
-        profile_from_record(r.key or b"", r.value, r.timestamp_ms)
-        for r in read_topic(settings, settings.profiles_topic)
-    ]
-
-
 def reconciliation_table(
     settings: Settings, spark: SparkSession, lam: Served, kap: Served
 ) -> pd.DataFrame:
     """Every closed window where Lambda, Kappa and the oracle (from the log's events and the
     master dataset's profile history) disagree, with the cause."""
-    from core.kafka_io import read_topic
+    from core.kafka_io import log_event_values, log_profile_changes
     from core.oracle import compute_views, keep_all_of, logic_keep
     from core.quality.reconciliation import combine, reconcile
 
     assert lam.closed_before_ms is not None and kap.closed_before_ms is not None
     closed_before = min(lam.closed_before_ms, kap.closed_before_ms)
-    values = [r.value for r in read_topic(settings, settings.events_topic)]
+    values = log_event_values(settings)
     profiles = _profile_history(spark, settings)
     if profiles is None:
-        profiles = _log_profiles(settings)
+        profiles = log_profile_changes(settings)
     logic = logic_keep(lam.logic_version)
     oracle = compute_views(values, profiles, keep=logic)
     without_late = {}

@@ -6,15 +6,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from batch_layer import archiver
-from batch_layer.job import run_batch
+from batch_layer.job import BatchError, run_batch
 from core import workload
 from core.catalog import VIEW_NAMES
 from core.events import Event
 from core.kafka_io import produce_file
-from core.oracle import OracleResult, compute_views, load_profiles_jsonl
+from core.oracle import (
+    OracleResult,
+    compute_views,
+    keep_all_of,
+    load_profiles_jsonl,
+    logic_keep,
+)
 from core.settings import Settings
 from serving.main import create_app
 from speed_layer.lambda_speed import SpeedLayer, speed_spec
@@ -104,3 +111,19 @@ def test_handoff_is_exact_on_both_sides_of_the_cutoff(
     # Both sides contribute, so the test exercises the hand-off rather than one layer alone.
     starts = [row["window_start"] for row in served["unique_users"]["rows"]]
     assert min(starts) < served["page_views"]["meta"]["batch_cutoff"] <= max(starts)
+
+    # 4. A batch of another logic version (as `lambda_reprocess` writes it) at the same cutoff:
+    #    at its hand-off the real-time rows follow the new logic too, so every answer, on both
+    #    sides of the cutoff, is logic 2's. A cutoff before the published one is refused.
+    with pytest.raises(BatchError, match="before the published batch's"):
+        run_batch(spark, settings, cutoff_ms=cutoff - 3_600_000, logic_version="2")
+    relogic = run_batch(spark, settings, cutoff_ms=cutoff, logic_version="2")
+    assert speed.handoff() == relogic.version
+    served = _served(settings)
+    expected = compute_views(lines, profile_changes, keep=keep_all_of(processed, logic_keep("2")))
+    _assert_equal(served, expected)
+    assert expected.views != compute_views(lines, profile_changes, keep=processed).views
+    # A scheduled batch after it keeps the published logic.
+    assert run_batch(spark, settings, cutoff_ms=None).version > relogic.version
+    speed.handoff()
+    _assert_equal(_served(settings), expected)

@@ -139,7 +139,7 @@ def test_the_view_input_columns_are_all_the_views_and_logic_versions_read(
     from core.views import VIEW_INPUT_COLUMNS
     from core.views.logic_versions import event_filter
 
-    events_path, profiles_path = generated(tmp_path, 3, 600)
+    events_path, profiles_path = generated(tmp_path, 3, 400)
     whole = spark_events(spark, load_jsonl_values(events_path)).cache()
     profiles = spark_profiles(spark, load_jsonl_values(profiles_path))
     try:
