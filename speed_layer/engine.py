@@ -146,14 +146,16 @@ class StreamEngine:
 
         profiles = parsing.parse_profiles(raw.where(topic == self.settings.profiles_topic))
         profiles = profiles.persist()
-        state.append(profiles, state.profiles, batch_id)
+        if not profiles.isEmpty():  # most micro-batches carry no profile change
+            state.append(profiles, state.profiles, batch_id)
 
         parsed = parsing.parse_events(raw.where(topic == self.settings.events_topic)).persist()
         invalid = parsing.quarantine(parsed)
         valid = parsing.valid_events(parsed)
         watermark = progress.watermark_ms
         is_late = F.col("event_ts") < F.lit(watermark) if watermark is not None else F.lit(False)
-        state.append(invalid, state.quarantine, batch_id)
+        if not invalid.isEmpty():  # an empty Delta commit still costs a round of the log
+            state.append(invalid, state.quarantine, batch_id)
 
         # A late record is dropped and counted once per event: a re-sent copy of an event the
         # stream already accepted, or already dropped, is a duplicate, not more late data.
@@ -202,9 +204,15 @@ class StreamEngine:
             ).alias("hc"),
             "user_id",
         )
-        hours = {r["h"] for r in touched.select("h").distinct().collect()}
-        hours |= {r["hc"] for r in touched.select("hc").distinct().collect() if r["hc"] is not None}
-        users = sorted(r["user_id"] for r in touched.select("user_id").distinct().collect())
+        # One scan of the new rows for the three (small) answers.
+        found = touched.agg(
+            F.collect_set("h").alias("h"),
+            F.collect_set("hc").alias("hc"),
+            F.collect_set("user_id").alias("users"),
+        ).first()
+        assert found is not None
+        hours = set(found["h"]) | set(found["hc"])  # collect_set leaves NULLs out
+        users = sorted(found["users"])
         hours |= self._hours_reattributed(profiles, cutoff)
         profiles.unpersist()
         if cutoff is not None:

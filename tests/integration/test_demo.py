@@ -20,7 +20,7 @@ def test_demo_runs_both_architectures_side_by_side(
     # Its own topics, buckets and database: the demo must not feed other tests' default topics.
     env = {**stack_env, **settings_env(isolated_settings(stack, "demo"))}
     done = run_lk(
-        "demo", "--seed", "11", "--events", "1000", "--kappa-micro-batches", "4",
+        "demo", "--seed", "11", "--events", "1000", "--kappa-micro-batches", "2",
         "--out-dir", str(tmp_path),
         env=env,
         timeout=1500,

@@ -195,7 +195,7 @@ def _committed(settings: Settings, version: int) -> int:
 
 def test_reprocess_killed_mid_replay_then_rerun_reaches_the_same_state(kappa, spark) -> None:  # type: ignore[no-untyped-def]
     settings: Settings = kappa["settings"].model_copy(
-        update={"stream_max_offsets_per_trigger": 500}
+        update={"stream_max_offsets_per_trigger": 1500}  # a few micro-batches, killed after 1
     )
     env = settings_env(settings)
     lk = Path(sys.executable).with_name("lk")

@@ -47,7 +47,7 @@ def test_speed_layer_killed_mid_stream_and_restarted_ends_exact(
     tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     settings = isolated_settings(stack, "speed").model_copy(
-        update={"stream_max_offsets_per_trigger": 600}
+        update={"stream_max_offsets_per_trigger": 1500}  # 3 micro-batches: killed after 1
     )
     events, profiles = tmp_path / "events.jsonl", tmp_path / "events.profiles.jsonl"
     workload.generate(workload.WorkloadSpec(seed=31, events=3000), events, profiles)
@@ -65,7 +65,7 @@ def test_speed_layer_killed_mid_stream_and_restarted_ends_exact(
     finally:
         os.killpg(running.pid, signal.SIGKILL)  # no clean shutdown: a crash mid-stream
         running.wait(30)
-    assert _committed_batches(settings) < 4, "the kill should land before the log's end"
+    assert _committed_batches(settings) < 2, "the kill should land before the log's end"
 
     finished = _speed_process(env, "--available-now")
     assert finished.wait(900) == 0
