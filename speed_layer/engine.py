@@ -10,8 +10,9 @@ stream name, and for Lambda the batch cutoff it must stay after). Each micro-bat
    (a re-sent copy of an event already accepted or dropped is a duplicate, not late);
 3. keeps the first occurrence of each event (in log order within the batch, and against the
    events the stream accepted before) and appends the new ones to the stream's state;
-4. recomputes, with the shared view functions, every window the new events or new profile
-   versions touch (whole hours) and the sessions of every user who has new events;
+4. recomputes, with the shared view functions on the events the logic version keeps, every
+   window the new events or new profile versions touch (whole hours) and the sessions of
+   every user who has new events;
 5. replaces those rows in the serving store together with its progress, in one transaction.
 
 Recomputing whole windows with the batch layer's own functions is what keeps one business
