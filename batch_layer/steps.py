@@ -139,6 +139,13 @@ def published_version(settings: Settings) -> versions.Version | None:
         return versions.current(conn, LAMBDA)
 
 
+def cutoff_floor(published: versions.Version | None) -> int | None:
+    """The earliest cutoff a new batch may have: the published one. The speed layer dropped
+    the events before it at the hand-off, so an earlier cutoff would leave the windows in
+    between to nobody."""
+    return None if published is None or published.cutoff is None else to_ms(published.cutoff)
+
+
 def compute(
     spark: SparkSession,
     settings: Settings,
@@ -154,9 +161,7 @@ def compute(
     snapshot = inputs.latest_version(spark, master.events)
     events = inputs.read_at(spark, master.events, snapshot)
     published = published_version(settings)
-    published_cutoff = (
-        None if published is None or published.cutoff is None else to_ms(published.cutoff)
-    )
+    published_cutoff = cutoff_floor(published)
     if cutoff_ms is None:
         latest = max_event_ts(events)
         if latest is None:
@@ -165,8 +170,6 @@ def compute(
         if published_cutoff is not None:  # never backwards (`lk drain` publishes a later one)
             cutoff_ms = max(cutoff_ms, published_cutoff)
     elif published_cutoff is not None and cutoff_ms < published_cutoff:
-        # The speed layer dropped the events before the published cutoff at its hand-off: an
-        # earlier cutoff would leave the windows in between to nobody.
         raise BatchError(
             f"cutoff {iso(cutoff_ms)} is before the published batch's "
             f"({iso(published_cutoff)}): choose a later one"

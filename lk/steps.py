@@ -170,18 +170,15 @@ def _cutoff_until(spark: SparkSession, settings: Settings, until: date) -> int:
     from batch_layer.cutoff import scheduled_cutoff
     from batch_layer.job import max_event_ts, read_master_events
     from batch_layer.master_dataset import MasterDataset
-    from batch_layer.steps import published_version
-    from core.store.streams import to_ms
+    from batch_layer.steps import cutoff_floor, published_version
 
     end = datetime.combine(until + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
     end_ms = int(end.timestamp() * 1000)
     latest = max_event_ts(read_master_events(spark, MasterDataset.from_settings(settings)))
     if latest is not None:
         end_ms = min(end_ms, scheduled_cutoff(latest, settings.watermark_delay_minutes * 60_000))
-    published = published_version(settings)
-    if published is not None and published.cutoff is not None:
-        end_ms = max(end_ms, to_ms(published.cutoff))
-    return end_ms
+    floor = cutoff_floor(published_version(settings))
+    return end_ms if floor is None else max(end_ms, floor)
 
 
 def _compute_views(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:

@@ -144,7 +144,7 @@ class Bench:
                 "started_at": stamp,
                 "events": args.events,
                 "machine": machine(),
-                "note": "measured on a shared 2-core machine; other jobs ran meanwhile",
+                "note": "load averages per step show what else ran on the machine meanwhile",
                 "step_seconds": {},
                 "load_average": {},
             },
@@ -404,7 +404,7 @@ class Bench:
                 signal.signal(signal.SIGTERM, previous)
         print("\n" + table(self.results.data))
         print(
-            f"\nmeasured on {machine()['cpus']} cores shared with other jobs (load average at "
+            f"\nmeasured on {machine()['cpus']} cores (load average at "
             f"the steps: {self.results.data['load_average']}); results in {self.results.path}"
         )
         return 1 if self.failed else 0
