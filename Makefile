@@ -21,6 +21,18 @@ demo: setup ## The main job: both architectures on one workload, side by side
 test: setup ## All tests: unit, and integration against the real local stack it starts itself
 	$(UV) run pytest $(PYTEST_ARGS)
 
+.PHONY: test-k8s
+test-k8s: setup ## The chart on a real cluster it starts (lk cluster up): architecture both
+	$(UV) run pytest tests/k8s --k8s --k8s-architecture both $(PYTEST_ARGS)
+
+.PHONY: test-k8s-lambda
+test-k8s-lambda: setup ## The same on the real cluster, with the chart in lambda alone
+	$(UV) run pytest tests/k8s --k8s --k8s-architecture lambda $(PYTEST_ARGS)
+
+.PHONY: test-k8s-kappa
+test-k8s-kappa: setup ## The same on the real cluster, with the chart in kappa alone
+	$(UV) run pytest tests/k8s --k8s --k8s-architecture kappa $(PYTEST_ARGS)
+
 ##@ Local stack (Kafka, MinIO, Postgres on loopback)
 
 .PHONY: stack-up
@@ -80,3 +92,8 @@ help: ## Show this help
 	  /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 include infra/kind.mk
+include infra/cluster.mk
+
+.PHONY: print-image-tag
+print-image-tag: ## The tag `make images` gives this commit (unique per commit and change)
+	@echo $(IMAGE_TAG)

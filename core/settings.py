@@ -119,6 +119,27 @@ class Settings(BaseSettings):
     # How long `lk stack up` waits for each service to answer.
     startup_timeout_s: float = 120.0
 
+    # The local Kubernetes cluster (`lk cluster`, infra/cluster): one node whose processes all
+    # run inside a network namespace of its own; the host reaches its API through a relay on
+    # loopback. Versions of what is built from the registries and cached under cache_path.
+    kubernetes_version: str = "v1.34.4"  # kube-apiserver, kubelet, ... built from the Go proxy
+    coredns_version: str = "v1.15.0"  # the cluster DNS, built with `go install`
+    helm_version: str = "v3.22.0"  # helm, built with `go install` (the chart is apiVersion v2)
+    cluster_node_name: str = "lk-node"  # the node's name (and its kubelet's user)
+    cluster_netns: str = "lk-cluster"  # the network namespace (/run/netns/<name>) of the cluster
+    # The node's IP: on the loopback interface of the netns; the apiserver, kubelet and CoreDNS
+    # listen on it. Never routed from the host.
+    cluster_node_ip: str = "10.200.0.1"
+    cluster_pod_cidr: str = "10.244.0.0/24"  # pod IPs (CNI bridge, host-local IPAM), in the netns
+    cluster_service_cidr: str = "10.96.0.0/16"  # Service IPs (kube-proxy, iptables, in the netns)
+    cluster_domain: str = "cluster.local"
+    # The API on host loopback (the relay into the netns): what the kubeconfig points at.
+    cluster_api_port: int = 16443
+    # Sockets and runtime state: a short fixed path (unix socket paths are limited to 108 bytes).
+    cluster_run_dir: Path = Path("/run/lk-cluster")
+    # How long `lk cluster up` waits for each component to become ready.
+    cluster_startup_timeout_s: float = 180.0
+
     # Plain properties, not cached: `model_copy(update=...)` copies a cached value along, and a
     # copy with another stack_dir would keep the old path.
     @property

@@ -1,5 +1,8 @@
-# Kubernetes on kind: the cluster, the two images, the chart. Included by the Makefile
+# Kubernetes on kind: the cluster, the five images, the chart. Included by the Makefile
 # (`include infra/kind.mk`); `make help` lists these targets. Needs docker, kind, kubectl, helm.
+# Without Docker or any container registry: `make cluster-images` builds the same images with
+# podman from a debootstrapped Debian base (infra/images), `make cluster-load` imports them
+# into the containerd of `lk cluster up`.
 
 KIND ?= kind
 KUBECTL ?= kubectl
@@ -12,6 +15,11 @@ ARCH ?= lambda
 CHART := charts/lambda-kappa
 APP_IMAGE ?= lambda-kappa/app
 AIRFLOW_IMAGE ?= lambda-kappa/airflow
+KAFKA_IMAGE ?= lambda-kappa/kafka
+MINIO_IMAGE ?= lambda-kappa/minio
+POSTGRES_IMAGE ?= lambda-kappa/postgres
+# The MinIO module version the local stack builds (core/settings.py), for the MinIO image.
+MINIO_VERSION ?= $(shell sed -n 's/^ *minio_version: str = "\(.*\)"/\1/p' core/settings.py)
 # A unique tag per commit, and per content of uncommitted changes: kind ignores `kind load` for
 # `latest` (pulled with Always), and a reused tag would leave running pods on the old image.
 IMAGE_TAG ?= $(shell t=$$(git describe --tags --always 2>/dev/null || echo dev); \
@@ -33,16 +41,29 @@ kind-up: ## Create the one-node kind cluster (infra/kind/cluster.yaml: UI on :80
 	$(KUBECTL) --context kind-$(KIND_CLUSTER) get nodes
 
 .PHONY: images
-images: ## Build the app and Airflow images, tagged $(IMAGE_TAG) (never latest)
-	@command -v $(DOCKER) >/dev/null || { echo "docker is missing"; exit 1; }
+images: ## Build the five images with Docker from public bases, tagged $(IMAGE_TAG) (never latest)
+	@command -v $(DOCKER) >/dev/null || { echo "docker is missing (without Docker: make cluster-images)"; exit 1; }
 	$(DOCKER) build -f infra/docker/app.Dockerfile -t $(APP_IMAGE):$(IMAGE_TAG) .
 	$(DOCKER) build -f infra/docker/airflow.Dockerfile \
 	  --build-arg APP_IMAGE=$(APP_IMAGE):$(IMAGE_TAG) -t $(AIRFLOW_IMAGE):$(IMAGE_TAG) .
-	@echo "built $(APP_IMAGE):$(IMAGE_TAG) and $(AIRFLOW_IMAGE):$(IMAGE_TAG)"
+	$(DOCKER) build -f infra/docker/kafka.Dockerfile -t $(KAFKA_IMAGE):$(IMAGE_TAG) .
+	$(DOCKER) build -f infra/docker/minio.Dockerfile \
+	  --build-arg MINIO_VERSION=$(MINIO_VERSION) -t $(MINIO_IMAGE):$(IMAGE_TAG) .
+	$(DOCKER) build -f infra/docker/postgres.Dockerfile -t $(POSTGRES_IMAGE):$(IMAGE_TAG) .
+	@echo "built lambda-kappa/{app,airflow,kafka,minio,postgres}:$(IMAGE_TAG)"
+
+.PHONY: cluster-images
+cluster-images: ## Build the five images with podman, no registry: debootstrapped base (cached), $(IMAGE_TAG)
+	$(UV) run python -m infra.images build --tag $(IMAGE_TAG)
+
+.PHONY: cluster-load
+cluster-load: ## Import the images of $(IMAGE_TAG) into the containerd of `lk cluster up` (SOCKET=path)
+	$(UV) run python -m infra.images load --tag $(IMAGE_TAG) $(if $(SOCKET),--socket $(SOCKET))
 
 .PHONY: kind-load
 kind-load: ## Load the images of $(IMAGE_TAG) into the kind node (pods use IfNotPresent)
-	$(KIND) load docker-image --name $(KIND_CLUSTER) $(APP_IMAGE):$(IMAGE_TAG) $(AIRFLOW_IMAGE):$(IMAGE_TAG)
+	$(KIND) load docker-image --name $(KIND_CLUSTER) $(APP_IMAGE):$(IMAGE_TAG) $(AIRFLOW_IMAGE):$(IMAGE_TAG) \
+	  $(KAFKA_IMAGE):$(IMAGE_TAG) $(MINIO_IMAGE):$(IMAGE_TAG) $(POSTGRES_IMAGE):$(IMAGE_TAG)
 
 .PHONY: install
 install: ## Install or upgrade the chart: make install ARCH=lambda|kappa|both
@@ -53,6 +74,8 @@ install: ## Install or upgrade the chart: make install ARCH=lambda|kappa|both
 	  -f infra/kind/values.yaml \
 	  --set architecture=$(ARCH) \
 	  --set images.app.tag=$(IMAGE_TAG) --set images.airflow.tag=$(IMAGE_TAG) \
+	  --set images.kafka.tag=$(IMAGE_TAG) --set images.minio.tag=$(IMAGE_TAG) \
+	  --set images.postgres.tag=$(IMAGE_TAG) \
 	  --wait --timeout 20m
 	$(KUBECTL) --context kind-$(KIND_CLUSTER) -n $(NAMESPACE) get pods
 	$(HELM) test $(RELEASE) --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE) --logs

@@ -14,6 +14,7 @@ import click
 
 from core.settings import Settings, get_settings
 from lk import (
+    cluster_commands,
     demo,
     dq_command,
     drain_command,
@@ -34,6 +35,7 @@ def cli(ctx: click.Context) -> None:
 
 
 cli.add_command(stack_commands.stack)
+cli.add_command(cluster_commands.cluster)
 
 
 @cli.command()

@@ -106,6 +106,28 @@ def run_lk(
     )
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("lambda-kappa")
+    group.addoption(
+        "--k8s",
+        action="store_true",
+        help="run tests/k8s: the chart on a real cluster (`lk cluster up`); `make test-k8s`",
+    )
+    group.addoption(
+        "--k8s-architecture",
+        default="both",
+        choices=("lambda", "kappa", "both"),
+        help="the architecture tests/k8s installs (default both)",
+    )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    # The real-cluster tests build a cluster and images: only `make test-k8s` (--k8s) runs them.
+    if collection_path.name == "k8s" and collection_path.parent == ROOT / "tests":
+        return not config.getoption("--k8s")
+    return None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Anything under tests/integration is an integration test.
     for item in items:

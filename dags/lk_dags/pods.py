@@ -108,7 +108,9 @@ def _spark_driver_env() -> list[Any]:
         k8s.V1EnvVar(name="SPARK_CONF_DIR", value=SPARK_CONF_DIR),
         k8s.V1EnvVar(
             name="PYSPARK_SUBMIT_ARGS",
-            value="--conf spark.kubernetes.driver.pod.name=$(POD_NAME) pyspark-shell",
+            # The pod IP: a pod's hostname has no DNS record for executors to call back.
+            value="--conf spark.kubernetes.driver.pod.name=$(POD_NAME) "
+            "--conf spark.driver.host=$(POD_IP) pyspark-shell",
         ),
     ]
 

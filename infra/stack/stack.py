@@ -52,7 +52,22 @@ def status(settings: Settings) -> list[ServiceStatus]:
     return [service.status() for service in services(settings)]
 
 
+# The local cluster's state (infra/cluster) lives beside the services' data but is the
+# cluster's own: `lk cluster reset` deletes it, after unmounting what its pods still use.
+CLUSTER_FOLDER = "cluster"
+
+
 def reset(settings: Settings, progress: Progress = print) -> None:
     down(settings, progress)
-    shutil.rmtree(settings.stack_path, ignore_errors=True)
-    progress(f"deleted {settings.stack_path} (kept the cache in {settings.cache_path})")
+    if settings.stack_path.is_dir():
+        for entry in settings.stack_path.iterdir():
+            if entry.name == CLUSTER_FOLDER:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+    progress(
+        f"deleted the services' data in {settings.stack_path} (kept the cache in "
+        f"{settings.cache_path}; `lk cluster reset` deletes the cluster's)"
+    )

@@ -175,6 +175,8 @@ class TestSparkOnKubernetes:
         assert env["SPARK_LOCAL_IP"] == "$(POD_IP)"
         assert env["SPARK_CONF_DIR"] == "/opt/lk/spark-conf"
         assert "spark.kubernetes.driver.pod.name=$(POD_NAME)" in env["PYSPARK_SUBMIT_ARGS"]
+        # Executors reach the driver by its pod IP (a pod's hostname has no DNS record).
+        assert "spark.driver.host=$(POD_IP)" in env["PYSPARK_SUBMIT_ARGS"]
         (job,) = rendered.by_component("Deployment", "kappa-stream")
         ports = {p["containerPort"] for p in next(containers(job, init=False))["ports"]}
         assert ports == {7078, 7079}

@@ -40,9 +40,10 @@ class TestDockerfiles:
     def test_should_pin_every_base_image(self, dockerfile: Path) -> None:
         text = dockerfile.read_text()
         defaults = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.MULTILINE))
+        stages = set(re.findall(r"^FROM \S+ AS (\S+)$", text, re.MULTILINE))
         for image in re.findall(r"^FROM (\S+)", text, re.MULTILINE):
             resolved = defaults.get(image.strip("${}"), image)
-            if resolved in ("runtime",):  # a stage of this file
+            if resolved in stages:  # a stage of this file
                 continue
             assert ":" in resolved, f"{dockerfile.name}: {resolved} has no tag"
             assert not resolved.endswith(":latest"), resolved
@@ -56,20 +57,61 @@ class TestDockerfiles:
 
 def test_app_image_should_install_the_locked_project_and_the_jars() -> None:
     text = (DOCKER_DIR / "app.Dockerfile").read_text()
-    assert "uv sync --frozen --no-dev" in text
+    assert "uv sync --frozen --no-dev --no-install-project" in text
+    assert "--no-deps --target /out/site ." in text
     assert "infra.stack.artifacts import spark_jars" in text
     assert "openjdk-17-jre-headless" in text
     assert "USER 10001" in text  # images.app.runAsUser in the chart
 
 
-def test_airflow_image_should_bake_in_the_dags_at_the_locked_airflow_version() -> None:
+def test_airflow_image_should_be_the_app_image_with_the_dags() -> None:
+    """Airflow comes from uv.lock's main dependencies, in the app image's venv."""
     text = (DOCKER_DIR / "airflow.Dockerfile").read_text()
     lock = (ROOT / "uv.lock").read_text()
     locked = re.search(r'name = "apache-airflow"\nversion = "([^"]+)"', lock)
     assert locked
-    assert f"apache/airflow:slim-{locked[1]}-python3.11" in text
-    assert "COPY --chown=50000:0 dags/ /opt/airflow/dags/" in text
-    assert "uv export --frozen --no-dev" in text
+    assert f'"apache-airflow=={locked[1]}"' in (ROOT / "pyproject.toml").read_text()
+    assert re.findall(r"^FROM (\S+)", text, re.MULTILINE) == ["${APP_IMAGE}"]
+    assert "COPY --chown=10001:10001 dags/ /opt/airflow/dags/" in text
+    assert "AIRFLOW_HOME=/opt/airflow" in text
+    assert 'ENTRYPOINT ["tini", "--", "airflow"]' in text
+    assert "USER 10001:10001" in text  # images.airflow.runAsUser in the chart
+
+
+@pytest.mark.parametrize("name", ["kafka", "minio", "postgres"])
+def test_service_images_should_build_on_a_debian_base_argument(name: str) -> None:
+    """BASE_IMAGE selects the base: debian:bookworm-slim with Docker, the debootstrapped one
+    with podman (infra/images); no third-party service image."""
+    text = (DOCKER_DIR / f"{name}.Dockerfile").read_text()
+    assert "ARG BASE_IMAGE=debian:bookworm-slim" in text
+    assert re.findall(r"^FROM (\S+)", text, re.MULTILINE)[-1] in ("${BASE_IMAGE}", "runtime")
+
+
+def test_kafka_image_should_resolve_the_broker_jars_with_maven() -> None:
+    text = (DOCKER_DIR / "kafka.Dockerfile").read_text()
+    assert "COPY infra/maven/kafka-broker.pom.xml pom.xml" in text
+    assert "-DoutputDirectory=/opt/kafka/libs" in text
+    assert "openjdk-17-jre-headless" in text
+    assert "USER 1000:1000" in text
+
+
+def test_minio_image_should_build_the_settings_version_statically() -> None:
+    from core.settings import Settings
+
+    text = (DOCKER_DIR / "minio.Dockerfile").read_text()
+    version = Settings.model_fields["minio_version"].default
+    assert f"ARG MINIO_VERSION={version}" in text
+    assert "CGO_ENABLED=0" in text
+    assert 'go install "github.com/minio/minio@${MINIO_VERSION}"' in text
+    assert "USER 1000:1000" in text
+
+
+def test_postgres_image_should_be_debian_s_postgresql_15_as_uid_999() -> None:
+    text = (DOCKER_DIR / "postgres.Dockerfile").read_text()
+    assert "postgresql-15" in text
+    assert "PATH=/usr/lib/postgresql/15/bin:$PATH" in text
+    assert "--uid 999" in text
+    assert "USER 999:999" in text
 
 
 class TestSparkEntrypoint:
@@ -150,7 +192,17 @@ class TestMakeTargets:
 
     @pytest.mark.parametrize(
         "target",
-        ["kind-up", "images", "kind-load", "install", "uninstall", "kind-down", "chart-test"],
+        [
+            "kind-up",
+            "images",
+            "kind-load",
+            "cluster-images",
+            "cluster-load",
+            "install",
+            "uninstall",
+            "kind-down",
+            "chart-test",
+        ],
     )
     def test_should_define_the_target_with_help(self, target: str) -> None:
         assert re.search(rf"^{target}: .*## \S", KIND_MK.read_text(), re.MULTILINE), target
@@ -159,7 +211,7 @@ class TestMakeTargets:
         result = self._make("-n", "install", "ARCH=kappa")
         assert result.returncode == 0, result.stderr
         assert "--set architecture=kappa" in result.stdout
-        tags = set(re.findall(r"images\.(?:app|airflow)\.tag=(\S+)", result.stdout))
+        tags = set(re.findall(r"images\.\w+\.tag=(\S+)", result.stdout))
         assert len(tags) == 1
         (tag,) = tags
         assert tag and tag != "latest"
@@ -170,8 +222,36 @@ class TestMakeTargets:
         assert result.returncode != 0
         assert "ARCH must be lambda, kappa or both" in result.stdout + result.stderr
 
-    def test_images_should_build_both_images_with_the_same_tag(self) -> None:
+    def test_images_should_build_every_image_with_the_same_tag(self) -> None:
         result = self._make("-n", "images", "IMAGE_TAG=abc1234")
-        assert "-t lambda-kappa/app:abc1234" in result.stdout
+        assert result.returncode == 0, result.stderr
+        for name in ("app", "airflow", "kafka", "minio", "postgres"):
+            assert f"-t lambda-kappa/{name}:abc1234" in result.stdout, name
         assert "--build-arg APP_IMAGE=lambda-kappa/app:abc1234" in result.stdout
-        assert "-t lambda-kappa/airflow:abc1234" in result.stdout
+
+    def test_install_should_set_every_image_tag(self) -> None:
+        result = self._make("-n", "install", "IMAGE_TAG=abc1234")
+        assert result.returncode == 0, result.stderr
+        tags = dict(re.findall(r"images\.(\w+)\.tag=(\S+)", result.stdout))
+        assert tags == dict.fromkeys(("app", "airflow", "kafka", "minio", "postgres"), "abc1234")
+
+    def test_cluster_images_should_build_and_load_with_podman_in_python(self) -> None:
+        result = self._make("-n", "cluster-images", "cluster-load", "IMAGE_TAG=abc1234")
+        assert result.returncode == 0, result.stderr
+        assert "python -m infra.images build --tag abc1234" in result.stdout
+        assert "python -m infra.images load --tag abc1234" in result.stdout
+
+    def test_image_tag_should_be_the_one_python_computes(self) -> None:
+        from infra.images import image_tag
+
+        makefile = f"include {KIND_MK}\nprint-tag:\n\t@echo $(IMAGE_TAG)\n"
+        result = subprocess.run(
+            ["make", "--no-print-directory", "-f", "-", "print-tag"],
+            input=makefile,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == image_tag()

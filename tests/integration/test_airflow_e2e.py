@@ -9,13 +9,9 @@ Airflow 3's REST API: a JWT from `POST /auth/token`, then `/api/v2/...` with it.
 from __future__ import annotations
 
 import os
-import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
 from core import workload
@@ -26,52 +22,11 @@ from core.store.connection import connect
 from infra.airflow import config as airflow_config
 from infra.airflow import service as airflow_service
 from speed_layer.kappa import KAPPA, KappaViews
+from tests.airflow_api import AirflowApi
 from tests.integration.helpers import isolated_settings, settings_env
 
 DAG_ID = "kappa_reprocess"
 RUN_TIMEOUT_S = 900
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-class Api:
-    """The REST API as the admin user."""
-
-    def __init__(self, base: str) -> None:
-        token = httpx.post(
-            f"{base}/auth/token",
-            json={
-                "username": airflow_config.ADMIN_USER,
-                "password": airflow_config.ADMIN_PASSWORD,
-            },
-            timeout=30,
-        )
-        assert token.status_code in (200, 201), token.text
-        self.client = httpx.Client(
-            base_url=f"{base}/api/v2",
-            headers={"Authorization": f"Bearer {token.json()['access_token']}"},
-            timeout=30,
-        )
-
-    def get(self, path: str, **params: Any) -> Any:
-        response = self.client.get(path, params=params)
-        response.raise_for_status()
-        return response.json()
-
-    def runs(self) -> list[dict[str, Any]]:
-        return list(self.get(f"/dags/{DAG_ID}/dagRuns", order_by="run_after")["dag_runs"])
-
-    def wait_for_run(self, run_id: str) -> dict[str, Any]:
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while time.monotonic() < deadline:
-            run = self.get(f"/dags/{DAG_ID}/dagRuns/{run_id}")
-            if run["state"] in ("success", "failed"):
-                return dict(run)
-            time.sleep(3)
-        raise AssertionError(f"{run_id} not finished in {RUN_TIMEOUT_S}s")
-
-    def task_states(self, run_id: str) -> dict[str, str]:
-        found = self.get(f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")
-        return {t["task_id"]: t["state"] for t in found["task_instances"]}
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +35,7 @@ def deployment(
     airflow_env: dict[str, str],
     spark,  # type: ignore[no-untyped-def]
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[Settings, Api]]:
+) -> Iterator[tuple[Settings, AirflowApi]]:
     """A Kappa deployment serving version 1 of a small workload, and Airflow running on it."""
     settings = isolated_settings(airflow_settings, "airflow").model_copy(
         update={"architecture": Architecture.KAPPA}
@@ -97,23 +52,17 @@ def deployment(
     env = {k: v for k, v in env.items() if v}
     try:
         airflow_service.up(settings, progress=lambda _: None, extra_env=env, paused=True)
-        api = Api(airflow_config.api_url(settings))
-        _wait_for_dag(api)
+        api = AirflowApi(
+            airflow_config.api_url(settings),
+            airflow_config.ADMIN_USER,
+            airflow_config.ADMIN_PASSWORD,
+        )
+        api.wait_for_dag(DAG_ID, timeout_s=120)
         # Paused at creation (nothing scheduled runs behind the test's back): unpause this one.
-        api.client.patch(f"/dags/{DAG_ID}", json={"is_paused": False}).raise_for_status()
+        api.unpause(DAG_ID)
         yield settings, api
     finally:
         airflow_service.down(settings, progress=lambda _: None)
-
-
-def _wait_for_dag(api: Api, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if api.client.get(f"/dags/{DAG_ID}").status_code == 200:
-            return
-        time.sleep(1)
-    errors = api.get("/importErrors")
-    raise AssertionError(f"{DAG_ID} not parsed in {timeout_s}s; import errors: {errors}")
 
 
 def _alias(settings: Settings) -> versions.Version:
@@ -123,9 +72,9 @@ def _alias(settings: Settings) -> versions.Version:
     return current
 
 
-def _check_run(api: Api, settings: Settings, run_id: str, version: int, logic: str) -> None:
-    run = api.wait_for_run(run_id)
-    states = api.task_states(run_id)
+def _check_run(api: AirflowApi, settings: Settings, run_id: str, version: int, logic: str) -> None:
+    run = api.wait_for_run(DAG_ID, run_id, RUN_TIMEOUT_S)
+    states = api.task_states(DAG_ID, run_id)
     assert run["state"] == "success", states
     assert set(states.values()) == {"success"}, states
     alias = _alias(settings)
@@ -136,49 +85,23 @@ def _check_run(api: Api, settings: Settings, run_id: str, version: int, logic: s
 
 
 def test_a_run_triggered_through_the_rest_api_moves_the_alias(
-    deployment: tuple[Settings, Api],
+    deployment: tuple[Settings, AirflowApi],
 ) -> None:
     settings, api = deployment
     assert _alias(settings).version == 1
-    response = api.client.post(
-        f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": {"logic_version": "2"}}
-    )
-    assert response.status_code == 200, response.text
-    _check_run(api, settings, response.json()["dag_run_id"], version=2, logic="2")
+    run_id = api.trigger(DAG_ID, {"logic_version": "2"})
+    _check_run(api, settings, run_id, version=2, logic="2")
 
 
 def test_a_run_triggered_by_clicking_trigger_in_the_ui_moves_the_alias(
-    deployment: tuple[Settings, Api], tmp_path: Path
+    deployment: tuple[Settings, AirflowApi], tmp_path: Path
 ) -> None:
-    from playwright.sync_api import sync_playwright
-
     settings, api = deployment
-    assert Path(CHROMIUM).exists(), "the UI test drives Debian's chromium: apt-get install chromium"
-    before = {run["dag_run_id"] for run in api.runs()}
-    base = airflow_config.api_url(settings)
-    with sync_playwright() as playwright:
-        # Debian's chromium, never a downloaded browser; --no-sandbox as CI runs as root.
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{base}/dags/{DAG_ID}")
-            page.get_by_label("Username").fill(airflow_config.ADMIN_USER)
-            page.get_by_label("Password").fill(airflow_config.ADMIN_PASSWORD)
-            page.get_by_role("button", name="Sign in").click()
-            page.get_by_role("button", name="Trigger Dag").click()
-            dialog = page.get_by_role("dialog")
-            # The trigger form explains the param: its title, choices and description.
-            dialog.get_by_text("Logic version").wait_for()
-            dialog.get_by_text("The view logic the new Kappa version computes").wait_for()
-            page.screenshot(path=str(tmp_path / "trigger-form.png"))
-            dialog.get_by_role("button", name="Trigger").click()
-            page.get_by_text("Dag Run Triggered").wait_for()
-        finally:
-            browser.close()
-    new = [run for run in api.runs() if run["dag_run_id"] not in before]
-    assert len(new) == 1, new
-    assert new[0]["triggered_by"] == "ui"
-    assert new[0]["conf"] == {"logic_version": "1"}  # the form's default
-    _check_run(api, settings, new[0]["dag_run_id"], version=3, logic="1")
+    run = api.click_trigger(
+        DAG_ID,
+        # The trigger form explains the param: its title, choices and description.
+        expect_form_text=("Logic version", "The view logic the new Kappa version computes"),
+        screenshot=tmp_path / "trigger-form.png",
+    )
+    assert run["conf"] == {"logic_version": "1"}  # the form's default
+    _check_run(api, settings, run["dag_run_id"], version=3, logic="1")

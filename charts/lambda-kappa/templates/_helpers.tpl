@@ -196,8 +196,10 @@ the spark-defaults.conf that names the executor image, namespace and pod templat
   value: $(POD_IP)
 - name: SPARK_CONF_DIR
   value: /opt/lk/spark-conf
+# Executors call the driver back at spark.driver.host: its pod IP, as a pod's hostname has no
+# DNS record (SPARK_LOCAL_IP only sets the address the driver binds).
 - name: PYSPARK_SUBMIT_ARGS
-  value: --conf spark.kubernetes.driver.pod.name=$(POD_NAME) pyspark-shell
+  value: --conf spark.kubernetes.driver.pod.name=$(POD_NAME) --conf spark.driver.host=$(POD_IP) pyspark-shell
 {{- end }}
 {{- end }}
 

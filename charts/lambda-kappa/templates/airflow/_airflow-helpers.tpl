@@ -137,6 +137,11 @@ credentials as references to the same Secret (dags/lk_dags/pods.py). */}}
   value: {{ include "lk.airflow.serviceAccount" . | quote }}
 - name: LK_K8S_CREDENTIALS_SECRET
   value: {{ include "lk.credentialsSecret" . | quote }}
+# The operator's connection: the scheduler's own ServiceAccount, and the XCom sidecar from the
+# app image (it has `sh`); the provider's default sidecar is alpine from Docker Hub, which a
+# cluster without a registry cannot pull.
+- name: AIRFLOW_CONN_KUBERNETES_DEFAULT
+  value: {{ dict "conn_type" "kubernetes" "extra" (dict "in_cluster" true "namespace" .Release.Namespace "xcom_sidecar_container_image" (include "lk.image" (dict "root" . "image" .Values.images.app))) | toJson | quote }}
 {{- if include "lk.sparkOnKubernetes" . }}
 - name: LK_K8S_SPARK_CONF_CONFIGMAP
   value: {{ include "lk.componentName" (dict "root" . "component" "spark-conf") | quote }}

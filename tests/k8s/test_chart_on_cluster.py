@@ -1,0 +1,329 @@
+"""The chart on a real cluster, in the order a user goes: install, produce a workload, run the
+batch layer through Airflow with Spark on Kubernetes, read every view through the serving
+Service, reprocess Kappa from the UI, change architecture with `helm upgrade`, uninstall.
+
+Each test builds on the one before (one release per run, `--k8s-architecture`); a test that
+does not apply to the installed architecture is not collected (conftest).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from core import workload
+from core.oracle import OracleResult, compute_views, load_jsonl_values, load_profiles_jsonl
+from core.settings import Settings
+from tests.airflow_api import AirflowApi
+from tests.k8s.conftest import RELEASE, helm_install
+from tests.k8s.kube import Kube
+
+BATCH_DAG = "lambda_batch"
+REPROCESS_DAG = "kappa_reprocess"
+DAG_RUN_TIMEOUT_S = 1800
+CONVERGE_TIMEOUT_S = 900
+SERVING = f"svc/{RELEASE}-serving"
+AIRFLOW = f"svc/{RELEASE}-airflow-api-server"
+COMPONENT = "app.kubernetes.io/component"
+VIEWS = ("page_views", "unique_users", "search_ctr", "revenue_by_segment", "sessions")
+
+
+def _architectures(installed: str) -> tuple[str, ...]:
+    return ("lambda", "kappa") if installed == "both" else (installed,)
+
+
+def _component_ready(pod: dict[str, Any]) -> bool:
+    conditions = pod["status"].get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def test_every_pod_becomes_ready_and_helm_test_passes(kube: Kube, release: str) -> None:
+    # The release's own pods; Spark's executor pods belong to their drivers, not to the chart.
+    pods = kube.items("pods", "-l", f"app.kubernetes.io/instance={RELEASE}")
+    pods = [p for p in pods if p["metadata"]["labels"].get(COMPONENT) != "spark-executor"]
+    running = [p for p in pods if p["status"]["phase"] != "Succeeded"]
+    not_ready = [p["metadata"]["name"] for p in running if not _component_ready(p)]
+    assert not not_ready, f"pods not Ready after helm install --wait: {not_ready}"
+    components = {p["metadata"]["labels"].get(COMPONENT) for p in running}
+    expected = {"kafka", "minio", "postgres", "serving"}
+    if release in ("lambda", "both"):
+        expected |= {"archiver", "speed-layer", "airflow-scheduler", "airflow-api-server"}
+    if release in ("kappa", "both"):
+        expected |= {"kappa-stream", "airflow-scheduler"}
+    assert expected <= components, f"missing components: {expected - components}"
+    out = kube.helm("test", RELEASE, "--logs", timeout=900)
+    assert "Phase:          Succeeded" in out or "Succeeded" in out, out
+
+
+# -- the workload ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def oracle(kube: Kube, release: str, workdir: Path) -> OracleResult:
+    """A generated workload produced into the cluster's Kafka from a pod of the app image.
+
+    No event is late for the stream paths' watermark (every other irregularity is there:
+    disorder within the watermark, duplicates, clock skew, invalid records, profile changes),
+    so that every architecture's served answer must equal the oracle exactly."""
+    events = workdir / "events.jsonl"
+    profiles = workload.default_profiles_path(events)
+    workload.generate(
+        workload.WorkloadSpec(seed=11, events=2000, late_fraction=0.0), events, profiles
+    )
+    _produce_from_a_pod(kube, events, profiles)
+    return compute_views(load_jsonl_values(events), load_profiles_jsonl(profiles))
+
+
+def _produce_from_a_pod(kube: Kube, events: Path, profiles: Path) -> None:
+    """`lk produce` in a pod with the serving pod's image and settings (the cluster's Kafka)."""
+    serving = kube.get("deployment", f"{RELEASE}-serving")
+    spec = serving["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "lk-producer", "labels": {"app.kubernetes.io/part-of": "tests"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "enableServiceLinks": False,
+            "automountServiceAccountToken": False,
+            "securityContext": spec.get("securityContext", {}),
+            "containers": [
+                {
+                    "name": "producer",
+                    "image": container["image"],
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["sleep", "3600"],
+                    "env": container.get("env", []),
+                    "securityContext": container.get("securityContext", {}),
+                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                }
+            ],
+            "volumes": [{"name": "tmp", "emptyDir": {}}],
+        },
+    }
+    # A pod left by an interrupted run would be restarted by `apply`, under the exec below.
+    kube.kubectl("delete", "pod", "lk-producer", "--ignore-not-found", "--wait=true")
+    kube.kubectl("create", "-f", "-", stdin=json.dumps(pod))
+    try:
+        kube.kubectl("wait", "--for=condition=Ready", "pod/lk-producer", "--timeout=300s")
+        for local, remote in ((profiles, "/tmp/profiles.jsonl"), (events, "/tmp/events.jsonl")):
+            kube.kubectl("cp", str(local), f"lk-producer:{remote}", timeout=120)
+        kube.kubectl(
+            "exec", "lk-producer", "--", "lk", "produce", "--file", "/tmp/profiles.jsonl",
+            "--topic", "profiles", timeout=300,
+        )  # fmt: skip
+        kube.kubectl(
+            "exec", "lk-producer", "--", "lk", "produce", "--file", "/tmp/events.jsonl",
+            timeout=300,
+        )  # fmt: skip
+    finally:
+        kube.kubectl("delete", "pod", "lk-producer", "--wait=false", check=False)
+
+
+# -- Airflow -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def airflow(kube: Kube, release: str) -> Iterator[AirflowApi]:
+    """Airflow's REST API and UI through a port-forward of its Service, as the admin user."""
+    secret = kube.get("secret", f"{RELEASE}-credentials")
+    password = base64.b64decode(secret["data"]["airflow-admin-password"]).decode()
+    with kube.port_forward(AIRFLOW, 8080) as url:
+        yield AirflowApi(url, "admin", password)
+
+
+@dataclass
+class PodWatch:
+    """Every pod of the release's Spark steps and executors seen during a window of time."""
+
+    kube: Kube
+    selector: str = "app.kubernetes.io/component in (spark-step,spark-executor)"
+    seen: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            try:
+                for pod in self.kube.items("pods", "-l", self.selector):
+                    self._record(pod)
+            except AssertionError:
+                pass  # a transient API error; the next poll sees the pod again
+            self._stop.wait(1.0)
+
+    def _record(self, pod: dict[str, Any]) -> None:
+        name = pod["metadata"]["name"]
+        entry = self.seen.setdefault(
+            name,
+            {"component": pod["metadata"]["labels"].get("app.kubernetes.io/component"),
+             "running": False, "exit_codes": {}},
+        )  # fmt: skip
+        for status in pod["status"].get("containerStatuses", []):
+            state = status.get("state", {})
+            if "running" in state:
+                entry["running"] = True
+            if "terminated" in state:
+                entry["running"] = True
+                entry["exit_codes"][status["name"]] = state["terminated"]["exitCode"]
+
+    def __enter__(self) -> PodWatch:
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def of(self, component: str) -> dict[str, dict[str, Any]]:
+        return {n: e for n, e in self.seen.items() if e["component"] == component}
+
+
+@pytest.mark.architectures("lambda", "both")
+def test_lambda_batch_triggered_through_rest_runs_spark_driver_and_executor_pods(
+    kube: Kube, airflow: AirflowApi, oracle: OracleResult
+) -> None:
+    airflow.wait_for_dag(BATCH_DAG)
+    airflow.unpause(BATCH_DAG)
+    with PodWatch(kube) as pods:
+        run_id = airflow.trigger(BATCH_DAG)
+        run = airflow.wait_for_run(BATCH_DAG, run_id, DAG_RUN_TIMEOUT_S)
+    states = airflow.task_states(BATCH_DAG, run_id)
+    assert run["state"] == "success", states
+    drivers, executors = pods.of("spark-step"), pods.of("spark-executor")
+    # Each Spark step ran as a driver pod whose `base` container completed (exit 0) ...
+    assert drivers, f"no Spark driver pod was seen: {pods.seen}"
+    assert all(d["exit_codes"].get("base") == 0 for d in drivers.values()), drivers
+    # ... and started its executors as pods, which ran and were removed with their driver.
+    assert executors and all(e["running"] for e in executors.values()), pods.seen
+    left = kube.names("pods", "-l", "app.kubernetes.io/component=spark-executor")
+    assert not left, f"executor pods left behind: {left}"
+
+
+# -- serving -----------------------------------------------------------------------------------
+
+
+def _served(url: str, view: str, architecture: str) -> dict[str, Any]:
+    response = httpx.get(
+        f"{url}/v1/views/{view}", params={"architecture": architecture}, timeout=30
+    )
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def _wait_until_exact(url: str, architecture: str, oracle: OracleResult) -> dict[str, Any]:
+    """Poll the serving API until every view of `architecture` equals the oracle; the answers."""
+    deadline = time.monotonic() + CONVERGE_TIMEOUT_S
+    while True:
+        answers = {view: _served(url, view, architecture) for view in VIEWS}
+        if all(answers[v]["rows"] == oracle.views[v] for v in VIEWS):
+            return answers
+        if time.monotonic() > deadline:
+            off = [v for v in VIEWS if answers[v]["rows"] != oracle.views[v]]
+            raise AssertionError(f"{architecture}: views still differ from the oracle: {off}")
+        time.sleep(5)
+
+
+def test_every_view_served_through_the_service_equals_the_oracle(
+    kube: Kube, release: str, oracle: OracleResult
+) -> None:
+    with kube.port_forward(SERVING, 8000) as url:
+        for architecture in _architectures(release):
+            answers = _wait_until_exact(url, architecture, oracle)
+            meta = answers["page_views"]["meta"]
+            assert meta["architecture"] == architecture
+            assert meta["quarantined"] == oracle.quarantined
+            assert meta["late_dropped"] == 0
+            if architecture == "lambda":
+                assert meta["batch_cutoff"] is not None  # the batch run above published
+
+
+@pytest.mark.architectures("kappa", "both")
+def test_kappa_reprocess_clicked_in_the_ui_switches_readers_atomically(
+    kube: Kube, airflow: AirflowApi, oracle: OracleResult, workdir: Path
+) -> None:
+    airflow.wait_for_dag(REPROCESS_DAG)
+    airflow.unpause(REPROCESS_DAG)
+    with kube.port_forward(SERVING, 8000) as url:
+        before = _served(url, "page_views", "kappa")["meta"]["view_version"]
+        seen: list[tuple[int, bool]] = []
+        stop = threading.Event()
+
+        def read_throughout() -> None:
+            # A reader during the whole reprocessing: always a complete, exact answer.
+            while not stop.is_set():
+                body = _served(url, "page_views", "kappa")
+                exact = body["rows"] == oracle.views["page_views"]
+                seen.append((body["meta"]["view_version"], exact))
+                stop.wait(2)
+
+        reader = threading.Thread(target=read_throughout, daemon=True)
+        reader.start()
+        try:
+            run = airflow.click_trigger(REPROCESS_DAG, screenshot=workdir / "trigger.png")
+            done = airflow.wait_for_run(REPROCESS_DAG, run["dag_run_id"], DAG_RUN_TIMEOUT_S)
+        finally:
+            stop.set()
+            reader.join(timeout=60)
+        assert done["state"] == "success", airflow.task_states(REPROCESS_DAG, run["dag_run_id"])
+        after = _served(url, "page_views", "kappa")["meta"]["view_version"]
+        assert after == before + 1
+        assert all(exact for _, exact in seen), "a reader saw an incomplete answer"
+        assert {v for v, _ in seen} <= {before, after}
+        _wait_until_exact(url, "kappa", oracle)
+
+
+# -- upgrades and uninstall --------------------------------------------------------------------
+
+
+def _volumes(kube: Kube) -> dict[str, str]:
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.items("pvc")}
+
+
+def _snapshot(kube: Kube, architectures: tuple[str, ...]) -> dict[str, Any]:
+    with kube.port_forward(SERVING, 8000) as url:
+        return {(arch, view): _served(url, view, arch) for arch in architectures for view in VIEWS}
+
+
+@pytest.mark.architectures("both")
+def test_helm_upgrade_lambda_kappa_both_keeps_the_data(
+    kube: Kube, cluster_settings: Settings, image_tag: str, oracle: OracleResult
+) -> None:
+    """The volumes (log, object store, serving store) survive a change of architecture, and
+    each architecture serves what it served before, once it is deployed again."""
+    volumes = _volumes(kube)
+    before = _snapshot(kube, ("lambda", "kappa"))
+    for architecture in ("lambda", "kappa", "both"):
+        helm_install(kube, cluster_settings, architecture, image_tag)
+        assert _volumes(kube) == volumes, f"volumes changed on the upgrade to {architecture}"
+        now = _snapshot(kube, _architectures(architecture))
+        for key, answer in now.items():
+            assert answer["rows"] == before[key]["rows"], (architecture, key)
+            assert answer["meta"]["view_version"] == before[key]["meta"]["view_version"], key
+
+
+def test_helm_uninstall_leaves_only_what_the_chart_keeps(kube: Kube, release: str) -> None:
+    kube.helm("uninstall", RELEASE, "--wait", timeout=900)
+    deadline = time.monotonic() + 300
+    while kube.names("pods") and time.monotonic() < deadline:
+        time.sleep(3)
+    assert not kube.names("pods")
+    left = set()
+    for kind in ("deployments", "statefulsets", "jobs", "services", "configmaps", "secrets",
+                 "serviceaccounts", "roles", "rolebindings", "pvc"):  # fmt: skip
+        left |= {f"{kind}/{name}" for name in kube.names(kind)}
+    left -= {"configmaps/kube-root-ca.crt", "serviceaccounts/default"}
+    kept = {f"secrets/{RELEASE}-credentials", f"configmaps/{RELEASE}-kafka"}
+    volumes = {name for name in left if name.startswith("pvc/")}
+    # NOTES.txt: the credentials Secret and the data volumes stay (a reinstall reuses them).
+    assert left == kept | volumes, left - kept - volumes
+    assert volumes, "the data volumes were deleted"
