@@ -98,7 +98,8 @@ class Settings(BaseSettings):
     kappa_catchup_watermark_slack_s: int = 120
     kappa_catchup_max_rounds: int = 20
 
-    # Airflow: when `lambda_batch` and `data_quality` run (cron expressions or presets).
+    # Airflow: when `lambda_batch` and `data_quality` run (cron expressions or presets); empty:
+    # no schedule, the DAG runs only when triggered (the UI, the REST API).
     batch_schedule: str = "@hourly"
     dq_schedule: str = "@hourly"
     # The local Airflow (infra/airflow): its API server and UI port on loopback.

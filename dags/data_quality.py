@@ -20,7 +20,7 @@ from core.settings import get_settings
 
 @dag(
     dag_id="data_quality",
-    schedule=get_settings().dq_schedule,
+    schedule=get_settings().dq_schedule or None,  # empty: only when triggered
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,

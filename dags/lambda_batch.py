@@ -23,7 +23,7 @@ from core.settings import get_settings
 
 @dag(
     dag_id="lambda_batch",
-    schedule=get_settings().batch_schedule,
+    schedule=get_settings().batch_schedule or None,  # empty: only when triggered
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,

@@ -78,7 +78,7 @@ install: ## Install or upgrade the chart: make install ARCH=lambda|kappa|both
 	  --set images.postgres.tag=$(IMAGE_TAG) \
 	  --wait --timeout 20m
 	$(KUBECTL) --context kind-$(KIND_CLUSTER) -n $(NAMESPACE) get pods
-	$(HELM) test $(RELEASE) --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE) --logs
+	$(HELM) test $(RELEASE) --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE)
 
 .PHONY: uninstall
 uninstall: ## Remove the release; PURGE=1 also deletes its volumes and credentials

@@ -19,13 +19,13 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from core.settings import Settings
 from infra.cluster import images, paths
+from infra.stack.artifacts import inputs_fingerprint, is_current, require_tool
 from infra.stack.process import StackError
 
 Progress = Callable[[str], None]
@@ -44,21 +44,6 @@ PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 BUSYBOX_IMAGE = "lk.local/busybox:1.35"
 BUSYBOX_BINARY = Path("/bin/busybox")  # Debian's busybox-static
 _STAGING = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/src/\1\s*$")
-
-
-def _fingerprint(*parts: str) -> str:
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-
-
-def _is_current(marker: Path, fingerprint: str) -> bool:
-    return marker.is_file() and marker.read_text().strip() == fingerprint
-
-
-def _require(tool: str, hint: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        raise StackError(f"'{tool}' is not installed: {hint}")
-    return path
 
 
 def go_env(settings: Settings, *, mod_mode: bool) -> dict[str, str]:
@@ -121,7 +106,7 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path | None, what: str) -> s
 
 def kubernetes_module_dir(settings: Settings) -> Path:
     """k8s.io/kubernetes's source in the module cache (downloaded if needed)."""
-    go = _require("go", "install Go (1.24+) to build Kubernetes from the Go module proxy")
+    go = require_tool("go", "install Go (1.24+) to build Kubernetes from the Go module proxy")
     out = _run(
         [go, "mod", "download", "-json", f"k8s.io/kubernetes@{settings.kubernetes_version}"],
         go_env(settings, mod_mode=False),
@@ -136,12 +121,12 @@ def kubernetes_binaries(settings: Settings, progress: Progress) -> Path:
     version = settings.kubernetes_version
     bin_dir = paths.kubernetes_bin_dir(settings)
     marker = bin_dir / ".built"
-    go = _require("go", "install Go (1.24+) to build Kubernetes from the Go module proxy")
+    go = require_tool("go", "install Go (1.24+) to build Kubernetes from the Go module proxy")
     go_version = _run([go, "env", "GOVERSION"], dict(os.environ), None, "go env").strip()
     ldflags = kubernetes_ldflags(version)
     commands = (*KUBERNETES_COMMANDS, *CLIENT_COMMANDS)
-    fingerprint = _fingerprint(version, go_version, ldflags, *commands)
-    if _is_current(marker, fingerprint) and all((bin_dir / c).is_file() for c in commands):
+    fingerprint = inputs_fingerprint(version, go_version, ldflags, *commands)
+    if is_current(marker, fingerprint) and all((bin_dir / c).is_file() for c in commands):
         return bin_dir
     progress(
         f"building Kubernetes {version} ({', '.join(commands)}) with {go_version}: about "
@@ -176,9 +161,9 @@ def _go_install(
     path = bin_dir / binary
     marker = bin_dir / f"{binary}.version"
     fingerprint = f"{module}@{version} {ldflags}"
-    if path.is_file() and _is_current(marker, fingerprint):
+    if path.is_file() and is_current(marker, fingerprint):
         return path
-    go = _require("go", "install Go to build tools from the Go module proxy")
+    go = require_tool("go", "install Go to build tools from the Go module proxy")
     env = {**go_env(settings, mod_mode=False), "GOBIN": str(bin_dir)}
     _run(
         [go, "install", "-ldflags", ldflags, f"{module}@{version}"],
@@ -215,7 +200,7 @@ def helm(settings: Settings, progress: Progress) -> Path:
     version = settings.helm_version
     module = helm_module(version)
     ldflags = helm_ldflags(version, settings.kubernetes_version)
-    if not _is_current(
+    if not is_current(
         paths.tools_bin_dir(settings) / "helm.version", f"{module}@{version} {ldflags}"
     ):
         progress(f"building helm {version} (go install, about 3 minutes)")
@@ -224,7 +209,7 @@ def helm(settings: Settings, progress: Progress) -> Path:
 
 def coredns(settings: Settings, progress: Progress) -> Path:
     module, version = "github.com/coredns/coredns", settings.coredns_version
-    if not _is_current(
+    if not is_current(
         paths.tools_bin_dir(settings) / "coredns.version", f"{module}@{version} -s -w"
     ):
         progress(f"building CoreDNS {version} (go install, about 5 minutes)")
@@ -237,11 +222,11 @@ def pause_image_archive(settings: Settings, progress: Progress) -> Path:
     archive = out_dir / "pause.oci.tar"
     marker = out_dir / "pause.built"
     source = kubernetes_module_dir(settings) / "build" / "pause" / "linux" / "pause.c"
-    fingerprint = _fingerprint(source.read_text(), PAUSE_IMAGE)
-    if archive.is_file() and _is_current(marker, fingerprint):
+    fingerprint = inputs_fingerprint(source.read_text(), PAUSE_IMAGE)
+    if archive.is_file() and is_current(marker, fingerprint):
         return archive
     progress(f"building the pause image {PAUSE_IMAGE} (gcc -static)")
-    gcc = _require("gcc", "install gcc and libc6-dev (apt-get install gcc libc6-dev)")
+    gcc = require_tool("gcc", "install gcc and libc6-dev (apt-get install gcc libc6-dev)")
     out_dir.mkdir(parents=True, exist_ok=True)
     binary = out_dir / "pause"
     _run(
@@ -264,8 +249,8 @@ def busybox_image_archive(settings: Settings) -> Path:
     archive = out_dir / "busybox.oci.tar"
     content = BUSYBOX_BINARY.read_bytes()
     marker = out_dir / "busybox.built"
-    fingerprint = _fingerprint(hashlib.sha256(content).hexdigest(), BUSYBOX_IMAGE)
-    if archive.is_file() and _is_current(marker, fingerprint):
+    fingerprint = inputs_fingerprint(hashlib.sha256(content).hexdigest(), BUSYBOX_IMAGE)
+    if archive.is_file() and is_current(marker, fingerprint):
         return archive
     out_dir.mkdir(parents=True, exist_ok=True)
     archive.write_bytes(images.oci_archive(images.busybox_image(content, BUSYBOX_IMAGE)))

@@ -28,15 +28,18 @@ def _artifact_name(jar: str) -> str:
     return _VERSION_SUFFIX.sub("", jar)
 
 
-def _fingerprint(*parts: str) -> str:
+def inputs_fingerprint(*parts: str) -> str:
+    """A short digest of a build's inputs, kept in its marker file."""
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def _is_current(marker: Path, fingerprint: str) -> bool:
+def is_current(marker: Path, fingerprint: str) -> bool:
+    """True when the marker holds these inputs' fingerprint: the artifact needs no rebuild."""
     return marker.is_file() and marker.read_text().strip() == fingerprint
 
 
-def _require(tool: str, hint: str) -> str:
+def require_tool(tool: str, hint: str) -> str:
+    """The path of `tool`, or a one-line StackError saying how to install it."""
     path = shutil.which(tool)
     if path is None:
         raise StackError(f"'{tool}' is not installed: {hint}")
@@ -44,7 +47,9 @@ def _require(tool: str, hint: str) -> str:
 
 
 def _maven_copy(settings: Settings, pom: Path, out_dir: Path) -> None:
-    mvn = _require("mvn", "install Maven (apt-get install maven) to fetch jars from Maven Central")
+    mvn = require_tool(
+        "mvn", "install Maven (apt-get install maven) to fetch jars from Maven Central"
+    )
     staging = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     cmd = [
@@ -71,8 +76,8 @@ def kafka_jars(settings: Settings) -> Path:
     pom = MAVEN_DIR / "kafka-broker.pom.xml"
     out = settings.cache_path / "jars" / "kafka"
     marker = out / ".resolved"
-    fingerprint = _fingerprint(pom.read_text())
-    if not _is_current(marker, fingerprint):
+    fingerprint = inputs_fingerprint(pom.read_text())
+    if not is_current(marker, fingerprint):
         _maven_copy(settings, pom, out)
         marker.write_text(fingerprint)
     return out
@@ -90,8 +95,8 @@ def spark_jars(settings: Settings) -> Path:
     marker = out / ".resolved"
     pyspark_jars = _pyspark_jars_dir()
     shipped = {_artifact_name(j.name) for j in pyspark_jars.glob("*.jar")}
-    fingerprint = _fingerprint(pom.read_text(), *sorted(shipped))
-    if not _is_current(marker, fingerprint):
+    fingerprint = inputs_fingerprint(pom.read_text(), *sorted(shipped))
+    if not is_current(marker, fingerprint):
         _maven_copy(settings, pom, out)
         for jar in out.glob("*.jar"):
             # `shims` is RoaringBitmap's companion, which pyspark ships.
@@ -117,9 +122,9 @@ def minio_binary(settings: Settings) -> Path:
     go_root = settings.cache_path / "go"
     binary = go_root / "bin" / "minio"
     marker = go_root / "minio.version"
-    if binary.is_file() and _is_current(marker, settings.minio_version):
+    if binary.is_file() and is_current(marker, settings.minio_version):
         return binary
-    go = _require("go", "install Go to build MinIO from the Go module proxy")
+    go = require_tool("go", "install Go to build MinIO from the Go module proxy")
     env = {
         **os.environ,
         "GOBIN": str(go_root / "bin"),

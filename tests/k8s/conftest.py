@@ -21,7 +21,7 @@ from tests.k8s.kube import Kube
 
 NAMESPACE = install.NAMESPACE
 RELEASE = install.RELEASE
-TEST_VALUES = ("--set=airflow.dagsArePausedAtCreation=true", "--set=batchLayer.schedule=0 0 1 1 *")
+TEST_VALUES = ("--set=airflow.dagsArePausedAtCreation=true", "--set=batchLayer.schedule=")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

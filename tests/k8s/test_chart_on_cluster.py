@@ -60,7 +60,7 @@ def test_every_pod_becomes_ready_and_helm_test_passes(kube: Kube, release: str) 
     if release in ("kappa", "both"):
         expected |= {"kappa-stream", "airflow-scheduler"}
     assert expected <= components, f"missing components: {expected - components}"
-    out = kube.helm("test", RELEASE, "--logs", timeout=900)
+    out = kube.helm("test", RELEASE, timeout=900)
     assert "Phase:          Succeeded" in out or "Succeeded" in out, out
 
 
@@ -164,7 +164,8 @@ class PodWatch:
         name = pod["metadata"]["name"]
         entry = self.seen.setdefault(
             name,
-            {"component": pod["metadata"]["labels"].get("app.kubernetes.io/component"),
+            {"component": pod["metadata"]["labels"].get(COMPONENT),
+             "step": pod["metadata"]["labels"].get("lambda-kappa.io/step"),
              "running": False, "exit_codes": {}},
         )  # fmt: skip
         for status in pod["status"].get("containerStatuses", []):
@@ -200,13 +201,16 @@ def test_lambda_batch_triggered_through_rest_runs_spark_driver_and_executor_pods
     states = airflow.task_states(BATCH_DAG, run_id)
     assert run["state"] == "success", states
     drivers, executors = pods.of("spark-step"), pods.of("spark-executor")
-    # Each Spark step ran as a driver pod whose `base` container completed (exit 0) ...
-    assert drivers, f"no Spark driver pod was seen: {pods.seen}"
-    assert all(d["exit_codes"].get("base") == 0 for d in drivers.values()), drivers
-    # ... and started its executors as pods, which ran and were removed with their driver.
-    assert executors and all(e["running"] for e in executors.values()), pods.seen
-    left = kube.names("pods", "-l", "app.kubernetes.io/component=spark-executor")
-    assert not left, f"executor pods left behind: {left}"
+    # Each Spark step ran as a driver pod whose `base` container completed (exit 0), on its
+    # first try or on a retry (tasks are idempotent and retried) ...
+    done = {d["step"] for d in drivers.values() if d["exit_codes"].get("base") == 0}
+    assert {"close-archive", "compute-views", "publish"} <= done, drivers
+    # ... and started its executors as pods (named after the step's Spark application, unlike
+    # the stream drivers' executors), which ran and were removed with their driver.
+    ran = {n for n, e in executors.items() if n.startswith("lk-step-") and e["running"]}
+    assert ran, f"no executor pod of a step ran: {sorted(executors)}"
+    left = kube.names("pods", "-l", f"{COMPONENT}=spark-executor")
+    assert not {n for n in left if n.startswith("lk-step-")}, f"executors left behind: {left}"
 
 
 # -- serving -----------------------------------------------------------------------------------

@@ -115,6 +115,12 @@ def test_schedules_come_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> No
     assert bag.dags["lambda_reprocess"].schedule is None
 
 
+def test_an_empty_schedule_means_only_when_triggered(monkeypatch: pytest.MonkeyPatch) -> None:
+    bag = parse(monkeypatch, LK_ARCHITECTURE="lambda", LK_BATCH_SCHEDULE="", LK_DQ_SCHEDULE="")
+    assert bag.dags["lambda_batch"].schedule is None
+    assert bag.dags["data_quality"].schedule is None
+
+
 def test_the_pipelines_run_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
     bag = parse(monkeypatch, LK_ARCHITECTURE="both")
     order = {
