@@ -7,6 +7,9 @@ import time
 import click
 
 from core.settings import Settings
+from infra.cluster import cluster as local_cluster
+from infra.cluster import paths
+from infra.cluster.smoke import smoke_test
 from lk.errors import fail, guarded
 
 
@@ -21,8 +24,6 @@ def cluster() -> None:
 @guarded
 def up(settings: Settings) -> None:
     """Build what is missing, start every component and wait until the node is Ready."""
-    from infra.cluster import cluster as local_cluster
-    from infra.cluster import paths
 
     started = time.monotonic()
     local_cluster.up(settings, progress=click.echo)
@@ -44,7 +45,6 @@ def up(settings: Settings) -> None:
 def down(settings: Settings) -> None:
     """Stop every pod and component and undo what the cluster did to the host (mounts,
     cgroups, the network namespace, kernel settings). Data and images stay."""
-    from infra.cluster import cluster as local_cluster
 
     started = time.monotonic()
     local_cluster.down(settings, progress=click.echo)
@@ -56,8 +56,6 @@ def down(settings: Settings) -> None:
 @guarded
 def status(settings: Settings) -> None:
     """Report each component, the node and the pods; exits 1 if the cluster is not up."""
-    from infra.cluster import cluster as local_cluster
-    from infra.cluster import paths
 
     report = local_cluster.status(settings)
     for c in report.components:
@@ -85,7 +83,6 @@ def reset(settings: Settings, delete_images: bool) -> None:
     """Stop the cluster and delete its data: etcd (every object), volumes,
     certificates, kubelet state, logs. The build cache stays; containerd's imported images
     stay too unless --images is given."""
-    from infra.cluster import cluster as local_cluster
 
     local_cluster.reset(settings, keep_images=not delete_images, progress=click.echo)
 
@@ -97,6 +94,5 @@ def reset(settings: Settings, delete_images: bool) -> None:
 def smoke(settings: Settings, keep: bool) -> None:
     """Smoke-test the running cluster: a PVC binds, a pod reaches a Service by DNS name, and
     the host reaches a pod through kubectl port-forward (namespace lk-smoke, deleted after)."""
-    from infra.cluster.smoke import smoke_test
 
     smoke_test(settings, progress=click.echo, keep=keep)

@@ -18,7 +18,6 @@ Run it as `python -m infra.images` (`make cluster-images`, `make cluster-load`).
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 import time
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.settings import Settings
+from infra.cluster import paths
 from infra.images.base import build_base, image_exists
 from infra.images.errors import ImagesError, last_line
 
@@ -50,7 +50,6 @@ PROJECT = "lambda-kappa"
 COMPONENTS = ("app", "airflow", "kafka", "minio", "postgres")
 GO_REPOSITORY = "localhost/lambda-kappa/go"
 HOST_GOROOT = Path("/usr/local/go")
-DEFAULT_SOCKET = Path("/run/lk-cluster/containerd.sock")
 # The VM's hard limits (podman's defaults ask more and fail); crun fails on hybrid cgroups.
 PODMAN_BUILD_FLAGS = (
     "--runtime",
@@ -94,13 +93,8 @@ def image_tag(repo: Path = ROOT) -> str:
 
 
 def default_socket(settings: Settings) -> Path:
-    """The cluster's containerd socket: infra.cluster's when present, else
-    LK_CONTAINERD_SOCKET, else /run/lk-cluster/containerd.sock."""
-    try:
-        from infra.cluster.paths import containerd_socket
-    except ImportError:
-        return Path(os.environ.get("LK_CONTAINERD_SOCKET", str(DEFAULT_SOCKET)))
-    return Path(containerd_socket(settings))
+    """Where images go unless told otherwise: the containerd of `lk cluster up`."""
+    return paths.containerd_socket(settings)
 
 
 @dataclass(frozen=True)

@@ -162,17 +162,11 @@ class TestLoad:
         with pytest.raises(ImagesError, match="no containerd socket"):
             images.load_into_containerd(tmp_path / "nope.sock", ["docker.io/lambda-kappa/app:t1"])
 
-    def test_default_socket_should_be_the_cluster_s(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        monkeypatch.setenv("LK_CONTAINERD_SOCKET", str(tmp_path / "c.sock"))
+    def test_default_socket_should_be_the_cluster_s(self, tmp_path: Path) -> None:
+        from infra.cluster.paths import containerd_socket
+
         settings = _settings(tmp_path)
-        try:
-            from infra.cluster.paths import containerd_socket
-        except ImportError:  # without infra.cluster: the variable, else /run/lk-cluster
-            assert images.default_socket(settings) == tmp_path / "c.sock"
-        else:
-            assert images.default_socket(settings) == containerd_socket(settings)
+        assert images.default_socket(settings) == containerd_socket(settings)
 
 
 def test_last_line_should_prefer_the_error() -> None:
