@@ -105,31 +105,46 @@ class Component(ABC):
         return status == 200
 
 
-class ApiRelay(Component):
-    """Host loopback -> the apiserver in the namespace (infra/cluster/relay.py)."""
+class ProjectProcess(Component):
+    """A module of this project run by its own Python on the host, not in the namespace."""
+
+    module: str
+    stop_timeout_s = 5.0
+
+    def binary(self) -> Path:
+        return Path(sys.executable)
+
+    @abstractmethod
+    def module_flags(self) -> list[str]: ...
+
+    def flags(self) -> list[str]:
+        return ["-m", self.module, *self.module_flags()]
+
+    def argv(self) -> list[str]:
+        return [str(self.binary()), *self.flags()]  # no nsenter: it runs on the host
+
+    def start(self) -> None:
+        self._launch(cwd=Path(__file__).resolve().parents[2])  # the project root: `-m` finds it
+
+
+class ApiRelay(ProjectProcess):
+    """Host loopback -> the apiserver in the namespace (infra/cluster/relay.py): it binds on
+    the host, then enters the namespace itself."""
 
     name = "api-relay"
-    stop_timeout_s = 5.0
+    module = "infra.cluster.relay"
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.settings.cluster_api_port}"
 
-    def binary(self) -> Path:
-        return Path(sys.executable)
-
-    def flags(self) -> list[str]:
+    def module_flags(self) -> list[str]:
         s = self.settings
         return [
-            "-m",
-            "infra.cluster.relay",
             f"--listen=127.0.0.1:{s.cluster_api_port}",
             f"--netns={paths.netns_path(s)}",
             f"--target={s.cluster_node_ip}:6443",
         ]
-
-    def argv(self) -> list[str]:
-        return [str(self.binary()), *self.flags()]  # on the host: it enters the netns itself
 
     def start(self) -> None:
         if port_open("127.0.0.1", self.settings.cluster_api_port):
@@ -137,7 +152,7 @@ class ApiRelay(Component):
                 f"port {self.settings.cluster_api_port} is in use by a process the cluster did "
                 "not start; stop it or set LK_CLUSTER_API_PORT"
             )
-        self._launch(cwd=Path(__file__).resolve().parents[2])
+        super().start()
 
     def ready(self) -> bool:
         return self.running() and port_open("127.0.0.1", self.settings.cluster_api_port)
@@ -277,34 +292,24 @@ class KubeScheduler(Component):
         return self._https_ok("127.0.0.1", 10259, "/healthz")
 
 
-class VolumeProvisioner(Component):
-    """Volumes for PVCs of the default StorageClass (infra/cluster/provisioner.py)."""
+class VolumeProvisioner(ProjectProcess):
+    """Volumes for PVCs of the default StorageClass (infra/cluster/provisioner.py), on the
+    host, through the API relay."""
 
     name = "volume-provisioner"
-    stop_timeout_s = 5.0
+    module = "infra.cluster.provisioner"
 
     @property
     def address(self) -> str:
         return f"{provisioner.PROVISIONER} (host)"
 
-    def binary(self) -> Path:
-        return Path(sys.executable)
-
-    def flags(self) -> list[str]:
+    def module_flags(self) -> list[str]:
         s = self.settings
         return [
-            "-m",
-            "infra.cluster.provisioner",
             f"--stack-dir={s.stack_path}",
             f"--api-port={s.cluster_api_port}",
             f"--node-name={s.cluster_node_name}",
         ]
-
-    def argv(self) -> list[str]:
-        return [str(self.binary()), *self.flags()]  # on the host, through the API relay
-
-    def start(self) -> None:
-        self._launch(cwd=Path(__file__).resolve().parents[2])
 
     def ready(self) -> bool:
         return self.running() and "provisioner " in self.process.log_tail(20)
