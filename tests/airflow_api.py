@@ -100,7 +100,8 @@ class AirflowApi:
                 if screenshot is not None:
                     page.screenshot(path=str(screenshot))
                 dialog.get_by_role("button", name="Trigger").click()
-                page.get_by_text("Dag Run Triggered").wait_for()
+                # The UI may stack two copies of the toast; either one is the confirmation.
+                page.get_by_text("Dag Run Triggered").first.wait_for()
             finally:
                 browser.close()
         new = [run for run in self.runs(dag_id) if run["dag_run_id"] not in before]

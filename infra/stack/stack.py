@@ -67,6 +67,8 @@ def reset(settings: Settings, progress: Progress = print) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
             else:
                 entry.unlink(missing_ok=True)
+        if not any(settings.stack_path.iterdir()):  # no cluster kept: leave nothing behind
+            settings.stack_path.rmdir()
     progress(
         f"deleted the services' data in {settings.stack_path} (kept the cache in "
         f"{settings.cache_path}; `lk cluster reset` deletes the cluster's)"

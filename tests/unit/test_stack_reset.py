@@ -16,3 +16,10 @@ def test_reset_keeps_the_cluster_folder(tmp_path: Path) -> None:
     stack.reset(settings, progress=lambda _: None)
     assert sorted(p.name for p in settings.stack_path.iterdir()) == ["cluster"]
     assert (settings.stack_path / "cluster" / "etcd").is_dir()
+
+
+def test_reset_without_a_cluster_removes_the_stack_folder(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path, stack_dir=tmp_path / "stack", cache_dir=tmp_path / "cache")
+    (settings.stack_path / "kafka" / "data").mkdir(parents=True)
+    stack.reset(settings, progress=lambda _: None)
+    assert not settings.stack_path.exists()
