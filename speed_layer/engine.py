@@ -1,22 +1,25 @@
 """The stream engine: the log, micro-batch by micro-batch, into real-time views.
 
 The Lambda speed layer and the Kappa job are both this engine, with different settings (a
-stream name, and for Lambda the batch cutoff it must stay after). Each micro-batch:
+stream name, and for Lambda the batch cutoff it must stay after). The streaming query parses
+every record with the shared parsing and keeps the first occurrence of each event with Spark's
+own deduplication (``dropDuplicates`` on the event id, its keys in the RocksDB state store of
+the query's checkpoint): a keyed lookup per event, so a re-sent copy of an event is never seen
+again, whether that event was accepted or dropped as late. Each micro-batch then:
 
-1. validates the records with the shared parsing; invalid ones go to the stream's quarantine;
-2. drops events behind the event-time watermark (the greatest event time of the earlier
+1. sends invalid records to the stream's quarantine (with the reason);
+2. drops the events behind the event-time watermark (the greatest event time of the earlier
    micro-batches less the delay, moving only between micro-batches as in Spark) and records
    each one, so `late_dropped` is a true count and the dropped events can be listed;
-   (a re-sent copy of an event already accepted or dropped is a duplicate, not late);
-3. keeps the first occurrence of each event (in log order within the batch, and against the
-   events the stream accepted before) and appends the new ones to the stream's state;
-4. recomputes, with the shared view functions on the events the logic version keeps, every
-   window the new events or new profile versions touch (whole hours) and the sessions of
-   every user who has new events;
-5. replaces those rows in the serving store together with its progress, in one transaction.
+3. for every view, computes the partial aggregate of its new events (and new profile
+   versions) with the shared view definitions (``core.views.PARTIALS``), looks up the state of
+   the keys they touch, merges, and derives the changed view rows from the difference of the
+   touched keys' contributions before and after (sessions: merges the touched users'
+   sessions);
+4. writes the changed view rows, the touched keys' state, the audit rows and its progress in
+   one transaction.
 
-Recomputing whole windows with the batch layer's own functions is what keeps one business
-logic: the speed path is the batch computation applied to the windows that are still open.
+The work of a micro-batch follows its new input: nothing scans the history.
 """
 
 from __future__ import annotations
@@ -25,15 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from core.catalog import CLICK_WINDOW_MS, VIEWS
-from core.frames import empty_profiles
+from core.catalog import VIEWS
 from core.settings import Settings
-from core.store import realtime
+from core.store import realtime, state
 from core.store.connection import connect, stream_lock
-from core.store.realtime import Replacement, StreamProgress
+from core.store.realtime import Change, Replacement, StreamProgress, Upsert
+from core.store.state import StateUpdate, StateWrites, totals_name
 from core.timefmt import HOUR_MS
-from core.views import compute_view, parsing
-from core.views.sessions import event_intervals, merge_sessions
+from core.views import PARTIALS, parsing
+from core.views.partials import ROWS, PartialAggregate
 from speed_layer.state import StreamState
 
 if TYPE_CHECKING:
@@ -42,18 +45,22 @@ if TYPE_CHECKING:
 
     from core.views.logic_versions import EventFilter
 
-WINDOW_VIEWS = tuple(name for name, spec in VIEWS.items() if spec.window_ms is not None)
-
 SessionSeeds = Callable[["psycopg.Connection", list[str], int | None], list[tuple]]
 """Sessions of other layers the stream must continue: (conn, users, cutoff) -> intervals."""
+
+DEDUP_KEY = "_dedup_key"
+RAW_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+SESSIONS_SCHEMA = "user_id string, session_start timestamp, session_end timestamp, events long"
 
 
 @dataclass(frozen=True)
 class StreamSpec:
     stream: str
-    state: StreamState
     checkpoint: str
     watermark_delay_ms: int
+    state: StreamState | None = None
+    """Lambda only: the log of the events the stream accepted, which a hand-off to a new
+    batch cutoff (or logic version) recomputes the real-time views from."""
     cutoff: Callable[[psycopg.Connection], int | None] = lambda conn: None
     """Event time before which another layer is responsible (Lambda: the batch cutoff)."""
     session_seeds: SessionSeeds = lambda conn, users, cutoff: []
@@ -61,8 +68,7 @@ class StreamSpec:
     view_filter: Callable[[psycopg.Connection], EventFilter | None] = lambda conn: None
     """The logic version's filter on the events the views see, read at every micro-batch and
     hand-off (Kappa: its version's; Lambda: the published batch's, so that a logic change
-    applies on both sides of the cutoff). Applied after deduplication, as in the batch layer:
-    the state keeps every event, whatever the logic."""
+    applies on both sides of the cutoff). Applied after deduplication, as in the batch layer."""
     writable: Callable[[psycopg.Connection], bool] = lambda conn: True
     """False once the stream's output is retired: its micro-batches must stop committing."""
 
@@ -77,15 +83,34 @@ class BatchOutcome:
     new_events: int = 0
     late: int = 0
     invalid: int = 0
-    hours: list[int] = field(default_factory=list)
-    users: int = 0
+    keys: dict[str, int] = field(default_factory=dict)
+    """Per view, the partial keys this micro-batch touched."""
     skipped: bool = False
 
 
-def _hour(column: str = "event_ts"):  # type: ignore[no-untyped-def]
+def first_occurrences(parsed: DataFrame, events_topic: str) -> DataFrame:
+    """The streaming plan's deduplication: one row per valid event id, over the whole log
+    (Spark keeps the ids in its state store); other records pass with a unique key."""
     from pyspark.sql import functions as F
 
-    return (F.floor(F.col(column) / HOUR_MS) * HOUR_MS).cast("long")
+    is_event = (F.col("topic") == events_topic) & F.col("reason").isNull()
+    position = F.concat_ws(":", "topic", "partition", "offset")
+    key = F.when(is_event, F.concat(F.lit("e:"), F.col("event_id"))).otherwise(position)
+    return parsed.withColumn(DEDUP_KEY, key).dropDuplicates([DEDUP_KEY])
+
+
+def _json_rows(frame: DataFrame, key: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(key, value) JSON pairs of a partial's rows, as the state store keeps them."""
+    from pyspark.sql import functions as F
+
+    pairs = frame.select(
+        F.to_json(F.struct(*key)).alias("k"), F.to_json(F.struct(*frame.columns)).alias("v")
+    )
+    return [(row["k"], row["v"]) for row in pairs.collect()]
+
+
+def _json_keys(frame: DataFrame, key: tuple[str, ...]) -> list[str]:
+    return [k for k, _ in _json_rows(frame.select(*key), key)]
 
 
 class StreamEngine:
@@ -107,8 +132,9 @@ class StreamEngine:
             .option("maxOffsetsPerTrigger", self.spec.max_offsets_per_trigger)
             .load()
         )
+        deduplicated = first_occurrences(parsing.parse_events(raw), self.settings.events_topic)
         writer = (
-            raw.writeStream.queryName(self.spec.stream)
+            deduplicated.writeStream.queryName(self.spec.stream)
             .option("checkpointLocation", self.spec.checkpoint)
             .foreachBatch(self.process_batch)
         )
@@ -120,7 +146,7 @@ class StreamEngine:
 
     # -- one micro-batch ----------------------------------------------------------------------
 
-    def process_batch(self, raw: DataFrame, batch_id: int) -> None:
+    def process_batch(self, batch: DataFrame, batch_id: int) -> None:
         with connect(self.settings) as conn, stream_lock(conn, self.spec.stream):
             if not self.spec.writable(conn):
                 raise StreamRetiredError(f"{self.spec.stream} is retired; its job stops here")
@@ -128,206 +154,216 @@ class StreamEngine:
             if batch_id <= progress.last_batch_id:
                 self.outcomes.append(BatchOutcome(batch_id, skipped=True))
                 return
-            raw = raw.persist()
+            batch = batch.persist()  # the plan holds the parse and the stateful dedup: once
             try:
-                outcome, changes = self._compute(conn, raw, batch_id, progress)
+                outcome, changes, writes = self._compute(conn, batch, batch_id, progress)
             finally:
-                raw.unpersist()
-            realtime.commit_batch(conn, progress, batch_id, changes)
+                batch.unpersist()
+            realtime.commit_batch(conn, progress, batch_id, changes, writes)
             self.outcomes.append(outcome)
 
     def _compute(
-        self, conn: psycopg.Connection, raw: DataFrame, batch_id: int, progress: StreamProgress
-    ) -> tuple[BatchOutcome, list[Replacement]]:
+        self, conn: psycopg.Connection, batch: DataFrame, batch_id: int, progress: StreamProgress
+    ) -> tuple[BatchOutcome, list[Change], StateWrites]:
         from pyspark.sql import functions as F
 
-        state = self.spec.state
         outcome = BatchOutcome(batch_id)
-        topic = F.col("topic")
+        writes = StateWrites()
+        events_topic = F.col("topic") == self.settings.events_topic
+        is_valid = F.col("reason").isNull()
 
-        profiles = parsing.parse_profiles(raw.where(topic == self.settings.profiles_topic))
-        profiles = profiles.persist()
-        if not profiles.isEmpty():  # most micro-batches carry no profile change
-            state.append(profiles, state.profiles, batch_id)
-
-        parsed = parsing.parse_events(raw.where(topic == self.settings.events_topic)).persist()
-        invalid = parsing.quarantine(parsed)
-        valid = parsing.valid_events(parsed)
         watermark = progress.watermark_ms
         is_late = F.col("event_ts") < F.lit(watermark) if watermark is not None else F.lit(False)
-        if not invalid.isEmpty():  # an empty Delta commit still costs a round of the log
-            state.append(invalid, state.quarantine, batch_id)
-
-        # A late record is dropped and counted once per event: a re-sent copy of an event the
-        # stream already accepted, or already dropped, is a duplicate, not more late data.
-        before = F.col("batch_id") < batch_id
-        accepted = state.read(self.spark, state.events, valid)
-        earlier_ids = accepted.where(before).select("event_id")
-        dropped_ids = state.read(self.spark, state.late, valid).where(before).select("event_id")
-        late = (
-            parsing.first_in_log(valid.where(is_late))
-            .join(earlier_ids, "event_id", "left_anti")
-            .join(dropped_ids, "event_id", "left_anti")
-        )
-        state.append(late, state.late, batch_id)
-
-        stats = parsed.agg(
-            F.count_if(F.col("reason").isNotNull()).alias("invalid"),
-            F.max(F.when(F.col("reason").isNull(), F.col("event_ts"))).alias("max_ts"),
-        ).first()
-        assert stats is not None
-        outcome.invalid = int(stats["invalid"])
-        outcome.late = state.read(
-            self.spark, state.late, valid, F.col("batch_id") == batch_id
-        ).count()
+        valid = parsing.valid_events(batch.where(events_topic & is_valid))
+        # One pass over the batch for the small answers: the invalid records, the late events
+        # and the greatest event time.
+        invalid = parsing.quarantine(batch.where(events_topic & ~is_valid))
+        writes.quarantine = [
+            (r["topic"], r["partition"], r["offset"], r["reason"], r["value"])
+            for r in invalid.collect()
+        ]
+        late = valid.where(is_late).select("event_id", "event_ts", "partition", "offset")
+        writes.late = [tuple(r) for r in late.collect()]
+        stats = valid.agg(F.max("event_ts").alias("max_ts")).first()
+        outcome.invalid, outcome.late = len(writes.quarantine), len(writes.late)
 
         cutoff = self.spec.cutoff(conn)
         on_time = valid.where(~is_late)
         if cutoff is not None:
             on_time = on_time.where(F.col("event_ts") >= cutoff)
-        new_events = (
-            parsing.first_in_log(on_time)
-            .join(earlier_ids, "event_id", "left_anti")
-            .withColumn("event_hour", _hour())
+        profiles = parsing.parse_profiles(
+            batch.where(F.col("topic") == self.settings.profiles_topic).select(*RAW_COLUMNS)
         )
-        state.append(new_events, state.events, batch_id, partition_by=("event_hour",))
-        parsed.unpersist()
+        if self.spec.state is not None:  # Lambda: the log a hand-off recomputes from
+            log = self.spec.state
+            hour = (F.floor(F.col("event_ts") / HOUR_MS) * HOUR_MS).cast("long")
+            log.append(
+                on_time.withColumn("event_hour", hour), log.events, batch_id, ("event_hour",)
+            )
+            if not profiles.isEmpty():  # most micro-batches carry no profile change
+                log.append(profiles, log.profiles, batch_id)
 
-        # What changed: the hours of new events (and, for a click, the hour of the searches it
-        # may count for), the users with new events, and the hours of orders a new profile
-        # version re-attributes.
-        new = state.read(self.spark, state.events, on_time).where(F.col("batch_id") == batch_id)
-        touched = new.select(
-            _hour().alias("h"),
-            F.when(
-                F.col("type") == "click",
-                (F.floor((F.col("event_ts") - CLICK_WINDOW_MS) / HOUR_MS) * HOUR_MS).cast("long"),
-            ).alias("hc"),
-            "user_id",
-        )
-        # One scan of the new rows for the three (small) answers.
-        found = touched.agg(
-            F.collect_set("h").alias("h"),
-            F.collect_set("hc").alias("hc"),
-            F.collect_set("user_id").alias("users"),
-        ).first()
-        assert found is not None
-        hours = set(found["h"]) | set(found["hc"])  # collect_set leaves NULLs out
-        users = sorted(found["users"])
-        hours |= self._hours_reattributed(profiles, cutoff)
-        profiles.unpersist()
-        if cutoff is not None:
-            hours = {h for h in hours if h >= cutoff}
-        outcome.new_events = new.count()
-        outcome.hours, outcome.users = sorted(hours), len(users)
+        new = _kept(on_time, self.spec.view_filter(conn)).persist()
+        profiles = profiles.persist()
+        try:
+            changes: list[Change] = []
+            for aggregate in PARTIALS.values():
+                if aggregate.additive:
+                    touched = self._additive(conn, aggregate, new, profiles, changes, writes)
+                else:
+                    touched = self._sessions(conn, aggregate, new, cutoff, changes)
+                outcome.keys[aggregate.view] = touched
+            outcome.new_events = new.count()
+        finally:
+            new.unpersist()
+            profiles.unpersist()
 
-        keep = self.spec.view_filter(conn)
-        changes = self._window_changes(sorted(hours), cutoff, keep)
-        changes += self._session_changes(conn, _kept(new, keep), users, cutoff)
-
-        max_ts = stats["max_ts"]
+        max_ts = stats["max_ts"] if stats is not None else None
         if max_ts is not None:
             progress.max_event_ts = max(int(max_ts), progress.max_event_ts or int(max_ts))
             progress.watermark_ms = progress.max_event_ts - self.spec.watermark_delay_ms
         progress.late_dropped += outcome.late
         progress.quarantined += outcome.invalid
-        return outcome, changes
+        return outcome, changes, writes
 
-    def _hours_reattributed(self, profiles: DataFrame, cutoff: int | None) -> set[int]:
+    # -- merging partials into keyed state ---------------------------------------------------
+
+    def _frame(self, values: list[str], schema: str) -> DataFrame:
+        """Stored JSON rows back as a DataFrame of the partial's schema."""
         from pyspark.sql import functions as F
 
-        changed = profiles.select("user_id", F.col("updated_ts").alias("changed_ts"))
-        events = self._store_events(cutoff)
-        if events is None or changed.isEmpty():
-            return set()
-        orders = events.where(F.col("type") == "order")
-        affected = orders.join(changed, "user_id").where(F.col("event_ts") >= F.col("changed_ts"))
-        return {r["h"] for r in affected.select(_hour().alias("h")).distinct().collect()}
+        text = self.spark.createDataFrame([(v,) for v in values], "v string")
+        return text.select(F.from_json("v", schema).alias("r")).select("r.*")
 
-    def _exists(self, path: str) -> bool:
-        from delta.tables import DeltaTable
-
-        return bool(DeltaTable.isDeltaTable(self.spark, path))
-
-    # -- recomputation with the shared view functions ------------------------------------
-
-    def _store_events(self, cutoff: int | None) -> DataFrame | None:
-        from pyspark.sql import functions as F
-
-        if not self._exists(self.spec.state.events):
-            return None
-        events = self.spark.read.format("delta").load(self.spec.state.events)
-        return events if cutoff is None else events.where(F.col("event_ts") >= cutoff)
-
-    def _store_profiles(self, like: DataFrame) -> DataFrame:
-        return self.spec.state.read(self.spark, self.spec.state.profiles, like).drop("batch_id")
-
-    def _window_changes(
+    def _additive(
         self,
-        hours: list[int],
-        cutoff: int | None,
-        keep: EventFilter | None,
-        everything: bool = False,
-    ) -> list[Replacement]:
+        conn: psycopg.Connection,
+        aggregate: PartialAggregate,
+        events: DataFrame,
+        profiles: DataFrame,
+        changes: list[Change],
+        writes: StateWrites,
+    ) -> int:
+        """Merge the new events' partial into the view's state; the changed view rows."""
         from pyspark.sql import functions as F
 
-        if not hours and not everything:
-            return []
-        events = self._store_events(cutoff)
-        if events is None:
-            return [Replacement(view, hours=None if everything else hours) for view in WINDOW_VIEWS]
-        if not everything:
-            # A window's events lie within its hour; a search's clicks up to 30 min after it.
-            span = F.lit(False)
-            for hour in hours:
-                span = span | F.col("event_hour").isin(hour, hour + HOUR_MS)
-            events = events.where(span)
-        events = _kept(events, keep)
-        profiles = self._store_profiles(empty_profiles(self.spark))
-        changes = []
-        for view in WINDOW_VIEWS:
-            frame = compute_view(view, events, profiles)
-            start_ms = F.unix_millis(F.col("window_start"))
-            if not everything:
-                frame = frame.where((F.floor(start_ms / HOUR_MS) * HOUR_MS).isin(*hours))
-            if cutoff is not None:
-                frame = frame.where(start_ms >= cutoff)
-            rows = [tuple(r) for r in frame.select(*VIEWS[view].columns).collect()]
-            changes.append(Replacement(view, rows, hours=None if everything else hours))
-        return changes
+        stream = self.spec.stream
+        fresh = _json_rows(aggregate.partial(events, profiles), aggregate.key)
+        if not fresh:
+            return 0
+        stored = state.load(conn, stream, aggregate.view, [key for key, _ in fresh])
+        before = self._frame(stored, aggregate.schema)
+        after = aggregate.merge(before, self._frame([v for _, v in fresh], aggregate.schema))
+        writes.updates.append(StateUpdate(aggregate.view, _json_rows(after, aggregate.key)))
 
-    def _session_changes(
-        self, conn: psycopg.Connection, new: DataFrame, users: list[str], cutoff: int | None
-    ) -> list[Replacement]:
-        """Sessions of `users`: their current real-time sessions (and the sessions another
-        layer leaves open, if not yet continued) merged with the new events."""
-        if not users:
-            return []
-        seeds = _current_sessions(conn, self.spec.stream, users)
-        seeds += self.spec.session_seeds(conn, users, cutoff)
-        return [Replacement("sessions", self._merged_sessions(seeds, new), users=users)]
+        totals_schema = _totals_schema(aggregate, self.spark, after)
+        delta = aggregate.delta(before, after).persist()
+        try:
+            keys = _json_keys(delta, aggregate.total_key)
+            stored = state.load(conn, stream, totals_name(aggregate.view), keys)
+            old = self._frame(stored, totals_schema)
+            totals = aggregate.add_totals(old, delta).persist()
+        finally:
+            delta.unpersist()
+        try:
+            kept = totals.where(F.col(ROWS) > 0)
+            gone = totals.where(F.col(ROWS) <= 0)
+            writes.updates.append(
+                StateUpdate(
+                    totals_name(aggregate.view),
+                    upserts=_json_rows(kept, aggregate.total_key),
+                    deletes=_json_keys(gone, aggregate.total_key),
+                )
+            )
+            assert aggregate.finish_totals is not None
+            columns = VIEWS[aggregate.view].columns
+            rows = [tuple(r) for r in aggregate.finish_totals(kept).select(*columns).collect()]
+            deleted = [tuple(r) for r in aggregate.finish_totals(gone).select(*columns).collect()]
+        finally:
+            totals.unpersist()
+        changes.append(Upsert(aggregate.view, rows, deleted))
+        return len(fresh)
 
-    def _merged_sessions(self, seeds: list[tuple], events: DataFrame) -> list[tuple]:
-        """Known sessions and new events merged by the shared session logic, as rows."""
-        schema = "user_id string, session_start timestamp, session_end timestamp, events long"
-        known = self.spark.createDataFrame(_dedupe_seeds(seeds), schema)
-        merged = merge_sessions(known.unionByName(event_intervals(events)))
-        return [tuple(row) for row in merged.select(*VIEWS["sessions"].columns).collect()]
+    def _sessions(
+        self,
+        conn: psycopg.Connection,
+        aggregate: PartialAggregate,
+        events: DataFrame,
+        cutoff: int | None,
+        changes: list[Change],
+    ) -> int:
+        """Sessions of the users with new events: their current real-time sessions (and the
+        sessions another layer leaves open, if not yet continued) merged with the new ones."""
+        fresh = aggregate.partial(events, None).persist()
+        try:
+            users = sorted(r["user_id"] for r in fresh.select("user_id").distinct().collect())
+            if not users:
+                return 0
+            seeds = _current_sessions(conn, self.spec.stream, users)
+            seeds += self.spec.session_seeds(conn, users, cutoff)
+            known = self.spark.createDataFrame(_dedupe_seeds(seeds), SESSIONS_SCHEMA)
+            merged = aggregate.merge(known, fresh)
+            rows = [tuple(r) for r in merged.select(*VIEWS["sessions"].columns).collect()]
+        finally:
+            fresh.unpersist()
+        changes.append(Replacement("sessions", rows, users=users))
+        return len(users)
 
     # -- Lambda's hand-off: recompute everything after a new cutoff ----------------------
 
-    def recompute_all(self, conn: psycopg.Connection, cutoff: int | None) -> list[Replacement]:
-        """Every real-time row from the stream's state, for event time from `cutoff` on."""
+    def recompute_all(
+        self, conn: psycopg.Connection, cutoff: int | None
+    ) -> tuple[list[Change], dict[str, list[tuple[str, str]]]]:
+        """Every real-time row and state of the stream from its event log, for event time from
+        `cutoff` on, under the logic version now in force: ``finish(partial(events))``."""
+        from pyspark.sql import functions as F
+
+        log = self.spec.state
+        assert log is not None, "only a stream that keeps its event log can recompute"
         keep = self.spec.view_filter(conn)
-        changes = self._window_changes([], cutoff, keep, everything=True)
-        events = self._store_events(cutoff)
+        events = log.read(self.spark, log.events)
+        profiles = log.read(self.spark, log.profiles)
         if events is None:
-            return [*changes, Replacement("sessions")]
-        events = _kept(events, keep)
-        users = sorted(r["user_id"] for r in events.select("user_id").distinct().collect())
-        seeds = self.spec.session_seeds(conn, users, cutoff) if users else []
-        rows = self._merged_sessions(seeds, events) if users else []
-        return [*changes, Replacement("sessions", rows)]
+            return [Replacement(view) for view in VIEWS], {}
+        if cutoff is not None:
+            events = events.where(F.col("event_ts") >= cutoff)
+        events = _kept(events, keep).persist()
+        profiles_frame = profiles.drop("batch_id") if profiles is not None else None
+        changes: list[Change] = []
+        states: dict[str, list[tuple[str, str]]] = {}
+        try:
+            for aggregate in PARTIALS.values():
+                if not aggregate.additive:
+                    continue
+                partial = aggregate.partial(events, profiles_frame).persist()
+                states[aggregate.view] = _json_rows(partial, aggregate.key)
+                totals = aggregate.totals(partial).where(F.col(ROWS) > 0)
+                states[totals_name(aggregate.view)] = _json_rows(totals, aggregate.total_key)
+                assert aggregate.finish_totals is not None
+                frame = aggregate.finish_totals(totals).select(*VIEWS[aggregate.view].columns)
+                changes.append(Replacement(aggregate.view, [tuple(r) for r in frame.collect()]))
+                partial.unpersist()
+            users = sorted(r["user_id"] for r in events.select("user_id").distinct().collect())
+            rows: list[tuple] = []
+            if users:
+                sessions = PARTIALS["sessions"]
+                seeds = self.spec.session_seeds(conn, users, cutoff)
+                known = self.spark.createDataFrame(_dedupe_seeds(seeds), SESSIONS_SCHEMA)
+                merged = sessions.merge(known, sessions.partial(events, None))
+                rows = [tuple(r) for r in merged.select(*VIEWS["sessions"].columns).collect()]
+            changes.append(Replacement("sessions", rows))
+        finally:
+            events.unpersist()
+        return changes, states
+
+
+def _totals_schema(aggregate: PartialAggregate, spark: SparkSession, like: DataFrame) -> str:
+    """The DDL of a view's totals rows: its total key's types, then long counters."""
+    empty = aggregate.contributions(like.limit(0)) if aggregate.contributions else like
+    types = dict(empty.dtypes)
+    key = ", ".join(f"{column} {types[column]}" for column in aggregate.total_key)
+    counters = ", ".join(f"{column} bigint" for column in (*aggregate.counters, ROWS))
+    return f"{key}, {counters}"
 
 
 def _kept(events: DataFrame, keep: EventFilter | None) -> DataFrame:

@@ -4,17 +4,18 @@
     lk stream --architecture kappa       # the active version, continuously (follows the alias)
     lk reprocess --architecture kappa --logic-version 2
 
-Version N of the Kappa views is the stream `kappa-vN`: its own checkpoint, its own state on
-MinIO and its own rows in the serving store; readers follow the `kappa` alias. Reprocessing
-starts version N+1 from the earliest offsets of the retained log while N keeps serving, waits
+Version N of the Kappa views is the stream `kappa-vN`: its own checkpoint (with Spark's
+deduplication state), its own keyed state and rows in the serving store; readers follow the
+`kappa` alias. Reprocessing starts version N+1 from the earliest offsets of the retained log
+while N keeps serving, waits
 until N+1 has caught up, checks it, moves the alias in one transaction, and retires N (its job
 stops at its next micro-batch, its rows, state and checkpoint are deleted). Until the switch
 nothing N serves is touched, so a failure at any step leaves N serving; a reprocess killed
 mid-replay resumes the same version from its checkpoint when run again.
 
 There is no batch layer: no cutoff, no session seeds. The profile join is as of event time
-because the engine keeps every profile version it has read in the stream's state (a keyed
-history per user) and the shared `revenue_by_segment` picks the version in force at each order.
+because the revenue view's partial keeps every profile version read, per user, beside the
+user's orders, and the shared `revenue_by_segment` picks the version in force at each order.
 """
 
 from __future__ import annotations
@@ -28,13 +29,12 @@ from core.catalog import DEFAULT_LOGIC_VERSION, VIEW_NAMES, check_logic_version
 from core.delta_io import delete_tree
 from core.kafka_io import end_offsets
 from core.settings import Settings
-from core.store import realtime, versions
+from core.store import realtime, state, versions
 from core.store.connection import connect, stream_lock
 from core.store.schema import create_all, realtime_table
 from core.store.streams import kappa_stream
 from core.views.logic_versions import event_filter
 from speed_layer.engine import StreamEngine, StreamSpec
-from speed_layer.state import StreamState
 
 if TYPE_CHECKING:
     import threading
@@ -61,7 +61,6 @@ def kappa_spec(settings: Settings, version: int, logic_version: str) -> StreamSp
     stream = kappa_stream(version)
     return StreamSpec(
         stream=stream,
-        state=StreamState(f"s3a://{settings.views_bucket}/state/{stream}"),
         checkpoint=f"s3a://{settings.checkpoints_bucket}/{stream}",
         watermark_delay_ms=settings.watermark_delay_minutes * 60_000,
         max_offsets_per_trigger=settings.stream_max_offsets_per_trigger,
@@ -126,13 +125,8 @@ class KappaViews:
     def late_event_ids(self, version: versions.Version) -> set[str]:
         """The events `version`'s watermark dropped as late (its audit table): what sets the
         Kappa answer apart from the oracle's."""
-        from delta.tables import DeltaTable
-
-        path = self.engine(version).spec.state.late
-        if not DeltaTable.isDeltaTable(self.spark, path):
-            return set()
-        rows = self.spark.read.format("delta").load(path).select("event_id").collect()
-        return {row["event_id"] for row in rows}
+        with connect(self.settings) as conn:
+            return state.late_event_ids(conn, kappa_stream(version.version))
 
     def follow(
         self, stopping: threading.Event, trigger_seconds: float, poll_s: float, echo: Echo
@@ -285,7 +279,6 @@ class Reprocess:
         spec = kappa_spec(self.settings, version.version, version.logic_version or "1")
         with stream_lock(conn, spec.stream):  # waits for a micro-batch in flight
             realtime.drop_stream(conn, spec.stream)
-        delete_tree(self.views.spark, spec.state.root)
         delete_tree(self.views.spark, spec.checkpoint)
 
     def run(self, logic_version: str) -> ReprocessResult:

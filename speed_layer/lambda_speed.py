@@ -7,6 +7,8 @@ marks a new version ready, the speed layer performs the hand-off in one transact
 recomputes its rows from the new cutoff on (continuing the sessions the batch leaves open),
 replaces them, and moves the alias to the new version. Readers see either the old batch with
 the old real-time rows or the new batch with the new ones: never both, never neither. The
+speed layer keeps the events it accepted (``speed_layer.state``) for this recomputation
+alone; its micro-batches merge partial aggregates into keyed state like Kappa's. The
 real-time rows follow the published batch's logic version, so a `lambda_reprocess` into
 another logic changes the answers on both sides of the cutoff at once.
 """
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from core.catalog import SESSION_GAP_MS
 from core.settings import Settings
-from core.store import realtime, versions
+from core.store import realtime, state, versions
 from core.store.connection import connect, stream_lock
 from core.store.schema import create_all
 from core.store.streams import LAMBDA_SPEED as STREAM
@@ -79,8 +81,8 @@ def published_logic_filter(conn: psycopg.Connection) -> EventFilter | None:
 def speed_spec(settings: Settings) -> StreamSpec:
     return StreamSpec(
         stream=STREAM,
-        state=StreamState(f"s3a://{settings.views_bucket}/state/{STREAM}"),
         checkpoint=f"s3a://{settings.checkpoints_bucket}/{STREAM}",
+        state=StreamState(f"s3a://{settings.views_bucket}/state/{STREAM}"),
         watermark_delay_ms=settings.watermark_delay_minutes * 60_000,
         cutoff=published_cutoff,
         session_seeds=open_batch_sessions,
@@ -111,12 +113,13 @@ class SpeedLayer:
         cutoff = _ms(ready.cutoff)
         with conn.transaction():
             versions.switch_alias(conn, ready)  # seen by the seeds below, committed below
-            changes = self.engine.recompute_all(conn, cutoff)
+            changes, states = self.engine.recompute_all(conn, cutoff)
             realtime.replace_all(conn, STREAM, changes)
+            state.replace_all(conn, STREAM, states)
         versions.drop_batch_rows(conn, ready.version)
-        if cutoff is not None:  # the batch holds these events now
-            state = self.engine.spec.state
-            state.delete(self.engine.spark, state.events, f"event_ts < {cutoff}")
+        log = self.engine.spec.state
+        if cutoff is not None and log is not None:  # the batch holds these events now
+            log.delete(self.engine.spark, log.events, f"event_ts < {cutoff}")
         return ready.version
 
     def drain(self) -> None:

@@ -1,9 +1,10 @@
-"""A stream's own state on MinIO: the events it has accepted, the profile versions it has seen,
-and audit logs of what it dropped (late) or quarantined (invalid).
+"""Lambda's speed layer log on MinIO: the events it accepted and the profile versions it read.
 
-Every append carries the micro-batch id and uses Delta's idempotent write (`txnAppId` = the
-table, `txnVersion` = the batch id), so a micro-batch replayed after a crash appends nothing
-twice, and the rows a batch appended can still be told apart from older ones.
+Nothing in a micro-batch reads it: it is there for the hand-off, when a new batch cutoff (or
+logic version) makes the speed layer recompute its real-time views from the events after the
+cutoff. Every append carries the micro-batch id and uses Delta's idempotent write (`txnAppId`
+= the table, `txnVersion` = the batch id), so a micro-batch replayed after a crash appends
+nothing twice. (Keyed state lives in the serving store: ``core.store.state``.)
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 from core.delta_io import append_once
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 @dataclass(frozen=True)
@@ -29,14 +30,6 @@ class StreamState:
     def profiles(self) -> str:
         return f"{self.root}/profiles"
 
-    @property
-    def late(self) -> str:
-        return f"{self.root}/late"
-
-    @property
-    def quarantine(self) -> str:
-        return f"{self.root}/quarantine"
-
     def append(
         self, df: DataFrame, path: str, batch_id: int, partition_by: tuple[str, ...] = ()
     ) -> None:
@@ -45,17 +38,13 @@ class StreamState:
         tagged = df.withColumn("batch_id", F.lit(batch_id).cast("long"))
         append_once(tagged, path, app_id=path, batch_id=batch_id, partition_by=partition_by)
 
-    def read(
-        self, spark: SparkSession, path: str, like: DataFrame, where: Column | None = None
-    ) -> DataFrame:
-        """The table's rows (empty with `like`'s schema plus batch_id before the first write)."""
+    def read(self, spark: SparkSession, path: str) -> DataFrame | None:
+        """The table's rows, None before its first write."""
         from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
 
         if not DeltaTable.isDeltaTable(spark, path):
-            return like.limit(0).withColumn("batch_id", F.lit(0).cast("long"))
-        frame = spark.read.format("delta").load(path)
-        return frame if where is None else frame.where(where)
+            return None
+        return spark.read.format("delta").load(path)
 
     def delete(self, spark: SparkSession, path: str, condition: str) -> None:
         from delta.tables import DeltaTable

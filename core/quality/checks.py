@@ -25,6 +25,7 @@ from core.quality import layers, records, suites
 from core.quality.result import QualityGateError, QualityResult
 from core.quality.validation import validate
 from core.settings import Settings
+from core.store import state as stream_state
 from core.store.connection import connect
 from core.store.schema import batch_table, realtime_table
 
@@ -177,23 +178,11 @@ def _served_all(settings: Settings, architecture: str) -> Served | None:
 
 
 def _late_ids(spark: SparkSession, settings: Settings, served: Served) -> set[str]:
-    """The events the architecture's stream dropped as late (its state's audit table)."""
-    from delta.tables import DeltaTable
-
-    from speed_layer.kappa import kappa_spec
-    from speed_layer.lambda_speed import speed_spec
-
+    """The events the architecture's stream dropped as late (its audit table)."""
     if served.stream is None:
         return set()
-    if served.architecture == "lambda":
-        path = speed_spec(settings).state.late
-    else:
-        version = int(served.stream.removeprefix("kappa-v"))
-        path = kappa_spec(settings, version, served.logic_version).state.late
-    if not DeltaTable.isDeltaTable(spark, path):
-        return set()
-    late = spark.read.format("delta").load(path).select("event_id").distinct()
-    return {row["event_id"] for row in late.collect()}
+    with connect(settings) as conn:
+        return stream_state.late_event_ids(conn, served.stream)
 
 
 def _profile_history(spark: SparkSession, settings: Settings) -> list[ProfileChange] | None:

@@ -1,7 +1,8 @@
-"""Real-time views in the serving store: idempotent, keyed replacement per micro-batch.
+"""Real-time views in the serving store: idempotent, keyed writes per micro-batch.
 
-A micro-batch recomputes some windows (whole hours) and some users' sessions, and replaces
-exactly those rows, together with the stream's progress, in one transaction. The progress row
+A micro-batch upserts the view rows its new events changed (and deletes the ones left with
+no contribution), replaces the sessions of the users it touched, and writes its keyed state
+(``core.store.state``) and the stream's progress, all in one transaction. The progress row
 holds the last committed batch id: a batch replayed after a crash is recognised and skipped, so
 the writes are exactly once even though Spark's foreachBatch is at least once.
 """
@@ -15,7 +16,8 @@ from datetime import datetime
 import psycopg
 
 from core.catalog import VIEWS
-from core.store.schema import realtime_table
+from core.store import state
+from core.store.schema import primary_key, realtime_table
 from core.store.streams import to_ms, to_timestamp
 from core.timefmt import HOUR_MS
 
@@ -45,6 +47,18 @@ class Replacement:
     columns: tuple[str, ...] = field(default=())
 
 
+@dataclass(frozen=True)
+class Upsert:
+    """Changed rows of a view, by primary key, and rows (by their key) that no longer exist."""
+
+    view: str
+    rows: Sequence[tuple] = ()
+    deleted: Sequence[tuple] = ()
+
+
+Change = Replacement | Upsert
+
+
 def _ts(ms: int | None) -> datetime | None:
     return None if ms is None else to_timestamp(ms)
 
@@ -62,6 +76,41 @@ def load_progress(conn: psycopg.Connection, stream: str) -> StreamProgress:
     if row is None:
         return StreamProgress(stream)
     return StreamProgress(stream, int(row[0]), _ms(row[1]), _ms(row[2]), int(row[3]), int(row[4]))
+
+
+def _upsert(conn: psycopg.Connection, stream: str, change: Upsert) -> None:
+    table = realtime_table(change.view)
+    spec = VIEWS[change.view]
+    key = primary_key(spec)
+    positions = [spec.columns.index(column) for column in key]
+    if change.deleted:
+        match = " and ".join(f"{column} = %s" for column in key)
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                f"delete from {table} where stream = %s and {match}",
+                [(stream, *(row[i] for i in positions)) for row in change.deleted],
+            )
+    if not change.rows:
+        return
+    staging = f"_in_{change.view}"
+    conn.execute(f"create temp table if not exists {staging} (like {table}) on commit delete rows")
+    conn.execute(f"truncate {staging}")
+    columns = ", ".join(spec.columns)
+    with conn.cursor().copy(f"copy {staging} (stream, {columns}) from stdin") as copy:
+        for row in change.rows:
+            copy.write_row((stream, *row))
+    updates = ", ".join(f"{c} = excluded.{c}" for c in spec.columns if c not in key)
+    conn.execute(
+        f"insert into {table} (stream, {columns}) select stream, {columns} from {staging} "
+        f"on conflict (stream, {', '.join(key)}) do update set {updates}"
+    )
+
+
+def _apply(conn: psycopg.Connection, stream: str, change: Change) -> None:
+    if isinstance(change, Upsert):
+        _upsert(conn, stream, change)
+    else:
+        _replace(conn, stream, change)
 
 
 def _replace(conn: psycopg.Connection, stream: str, change: Replacement) -> None:
@@ -93,9 +142,11 @@ def commit_batch(
     conn: psycopg.Connection,
     progress: StreamProgress,
     batch_id: int,
-    changes: Sequence[Replacement],
+    changes: Sequence[Change],
+    writes: state.StateWrites | None = None,
 ) -> bool:
-    """Apply a micro-batch's replacements and progress atomically; False if already applied."""
+    """Apply a micro-batch's view changes, state and progress atomically; False if already
+    applied."""
     with conn.transaction():
         conn.execute(
             "insert into stream_progress (stream) values (%s) on conflict do nothing",
@@ -108,7 +159,9 @@ def commit_batch(
         if row is not None and int(row[0]) >= batch_id:
             return False
         for change in changes:
-            _replace(conn, progress.stream, change)
+            _apply(conn, progress.stream, change)
+        if writes is not None:
+            state.apply(conn, progress.stream, batch_id, writes)
         conn.execute(
             "update stream_progress set last_batch_id = %s, watermark = %s, max_event_time = %s, "
             "late_dropped = %s, quarantined = %s, updated_at = now() where stream = %s",
@@ -124,10 +177,10 @@ def commit_batch(
     return True
 
 
-def replace_all(conn: psycopg.Connection, stream: str, changes: Sequence[Replacement]) -> None:
+def replace_all(conn: psycopg.Connection, stream: str, changes: Sequence[Change]) -> None:
     """Replace rows without touching progress (the hand-off, inside the caller's transaction)."""
     for change in changes:
-        _replace(conn, stream, change)
+        _apply(conn, stream, change)
 
 
 def drop_stream(conn: psycopg.Connection, stream: str) -> None:
@@ -136,3 +189,4 @@ def drop_stream(conn: psycopg.Connection, stream: str) -> None:
         for view in VIEWS:
             conn.execute(f"delete from {realtime_table(view)} where stream = %s", (stream,))
         conn.execute("delete from stream_progress where stream = %s", (stream,))
+        state.drop(conn, stream)

@@ -8,11 +8,14 @@
   view's key; written by idempotent keyed upserts.
 - `stream_progress`: per stream, the last committed micro-batch (for exactly-once upserts),
   the watermark, and the counts of late-dropped and quarantined records.
+- `stream_state`, `stream_late`, `stream_quarantine`: the streams' keyed state and audit
+  (``core.store.state``).
 """
 
 from __future__ import annotations
 
 from core.catalog import VIEWS, ViewSpec
+from core.store import state
 
 _VALUE_TYPES = {"ctr": "double precision"}
 
@@ -65,6 +68,7 @@ def ddl() -> list[str]:
             quarantined bigint not null default 0,
             updated_at timestamptz not null default now())""",
     ]
+    statements += state.DDL
     for spec in VIEWS.values():
         columns = ", ".join(_columns(spec))
         key = ", ".join(primary_key(spec))

@@ -1,9 +1,10 @@
-"""The business logic of the five views, once, as DataFrame -> DataFrame functions.
+"""The business logic of the five views, once, as mergeable partial aggregates.
 
-The batch layer, the speed layer and the Kappa job all call these same functions (the
-streaming paths on the static frames of ``foreachBatch``). Nothing here creates a session,
-reads or writes anything, or collects; see ``core.views.parsing`` for the way from raw Kafka
-records to the valid, deduplicated events every view takes.
+Each view is a ``core.views.partials.PartialAggregate`` (``PARTIALS``): the batch layer computes
+``finish(partial(all events))`` (``compute_view``); the speed layer and the Kappa job merge the
+partial of each micro-batch's new events into keyed state (``speed_layer.engine``). Nothing
+here creates a session, reads or writes anything, or collects; see ``core.views.parsing`` for
+the way from raw Kafka records to the valid, deduplicated events every view takes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from typing import Final
 from pyspark.sql import DataFrame
 
 from core.catalog import VIEW_NAMES
+from core.views import page_views as _page_views
+from core.views import revenue_by_segment as _revenue
+from core.views import search_ctr as _search_ctr
+from core.views import sessions as _sessions
+from core.views import unique_users as _unique_users
 from core.views.page_views import page_views
+from core.views.partials import PartialAggregate
 from core.views.revenue_by_segment import revenue_by_segment
 from core.views.search_ctr import search_ctr
 from core.views.sessions import event_intervals, merge_sessions, sessions
@@ -52,6 +59,14 @@ VIEW_FUNCTIONS: Final[dict[str, ViewFunction]] = {
 
 assert tuple(VIEW_FUNCTIONS) == VIEW_NAMES, "every catalogued view has one function, in order"
 
+PARTIALS: Final[dict[str, PartialAggregate]] = {
+    module.PARTIAL.view: module.PARTIAL
+    for module in (_page_views, _unique_users, _search_ctr, _revenue, _sessions)
+}
+"""View name -> its partial aggregate, in catalogue order."""
+
+assert tuple(PARTIALS) == VIEW_NAMES, "every catalogued view has one partial aggregate, in order"
+
 
 def compute_view(name: str, events: DataFrame, profiles: DataFrame) -> DataFrame:
     """One view by name from valid, deduplicated events and profile versions."""
@@ -68,7 +83,9 @@ def compute_all(events: DataFrame, profiles: DataFrame) -> dict[str, DataFrame]:
 
 
 __all__ = [
+    "PARTIALS",
     "VIEW_FUNCTIONS",
+    "PartialAggregate",
     "ViewFunction",
     "compute_all",
     "compute_view",

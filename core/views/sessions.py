@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from core.catalog import SESSION_GAP_MS, VIEWS
+from core.views.partials import PartialAggregate, no_values
 from core.views.windows import placed
 
 SPEC = VIEWS["sessions"]
@@ -68,6 +69,21 @@ def event_intervals(events: DataFrame) -> DataFrame:
     )
 
 
+def _partial(events: DataFrame, _profiles: DataFrame | None) -> DataFrame:
+    return merge_sessions(event_intervals(events))
+
+
+PARTIAL = PartialAggregate(
+    view="sessions",
+    key=("user_id",),
+    schema="user_id string, session_start timestamp, session_end timestamp, events long",
+    partial=_partial,
+    merge_values=no_values,
+    merge_rows=merge_sessions,
+)
+"""Partial: a user's sessions themselves (several rows per user), merged by the gap rule."""
+
+
 def sessions(events: DataFrame) -> DataFrame:
     """``user_id, session_start, session_end, events`` from valid, deduplicated events."""
-    return merge_sessions(event_intervals(events))
+    return PARTIAL.finish(PARTIAL.partial(events, None))

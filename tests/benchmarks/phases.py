@@ -4,9 +4,9 @@ The bench does not change the stream engine (`speed_layer.engine`). While a meas
 `PhaseTimer` wraps some of the engine's steps and some of Spark's and Delta's calls with timers
 (class and module attributes, put back on exit):
 
-- the engine's steps: the Delta appends to the stream's state, the re-attribution of orders to
-  new profile versions, the recomputation of the touched windows, the session merge, and the
-  commit to the serving store;
+- the engine's steps: the Delta appends to Lambda's event log, the merge of the additive
+  views' partial aggregates into keyed state, the session merge, and the commit to the
+  serving store;
 - the calls the micro-batch makes itself, outside those steps: Spark actions (`count`,
   `collect`, `first`, `isEmpty`), `persist` (which plans the query it caches), Delta's
   `isDeltaTable` check (it reads the table's log on MinIO) and `createDataFrame`.
@@ -33,6 +33,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.classic.dataframe import DataFrame
 
 from core.store import realtime
+from core.store import state as stream_state
 from speed_layer import engine as engine_module
 from speed_layer.engine import StreamEngine
 from speed_layer.state import StreamState
@@ -40,10 +41,9 @@ from speed_layer.state import StreamState
 BATCH = "micro-batch"
 # Label -> (owner whose attribute is wrapped, attribute).
 _STEPS: dict[str, tuple[Any, str]] = {
-    "state appends (Delta writes)": (StreamState, "append"),
-    "profile re-attribution": (StreamEngine, "_hours_reattributed"),
-    "window views recompute": (StreamEngine, "_window_changes"),
-    "sessions merge": (StreamEngine, "_session_changes"),
+    "event log appends (Lambda, Delta writes)": (StreamState, "append"),
+    "additive views: partial, merge, delta": (StreamEngine, "_additive"),
+    "sessions merge": (StreamEngine, "_sessions"),
     "serving store commit (Postgres)": (realtime, "commit_batch"),
 }
 _CALLS: dict[str, tuple[Any, str]] = {
@@ -60,6 +60,8 @@ _CALLS: dict[str, tuple[Any, str]] = {
 _DETAILS: dict[str, tuple[Any, str]] = {
     "  within sessions merge: _dedupe_seeds (Python)": (engine_module, "_dedupe_seeds"),
     "  within sessions merge: _current_sessions (Postgres)": (engine_module, "_current_sessions"),
+    "  within additive views: keyed state lookups (Postgres)": (stream_state, "load"),
+    "  within additive views: partial rows to JSON (collect)": (engine_module, "_json_rows"),
 }
 OTHER = "other (Python, lazy plan building)"
 
@@ -118,8 +120,7 @@ class BatchTiming:
     new_events: int = 0
     late: int = 0
     invalid: int = 0
-    hours: int = 0
-    users: int = 0
+    keys: dict[str, int] = field(default_factory=dict)
     skipped: bool = False
     completed: bool = False  # False: it failed or was interrupted (no outcome)
 
@@ -130,8 +131,7 @@ class BatchTiming:
             "new_events": self.new_events,
             "late": self.late,
             "invalid": self.invalid,
-            "hours": self.hours,
-            "users": self.users,
+            "keys": self.keys,
             "skipped": self.skipped,
             "completed": self.completed,
             "phases_s": {k: round(v, 3) for k, v in self.phases.items()},
@@ -215,7 +215,7 @@ class PhaseTimer:
                 outcome.late,
                 outcome.invalid,
             )
-            timing.hours, timing.users = len(outcome.hours), outcome.users
+            timing.keys = dict(outcome.keys)
             timing.skipped, timing.completed = outcome.skipped, True
         self.batches.append(timing)
 
@@ -229,7 +229,16 @@ class PhaseTimer:
                 per_phase[phase] = per_phase.get(phase, 0.0) + seconds
         ranked = sorted(per_phase.items(), key=lambda item: -item[1])
         durations = sorted(b.seconds for b in worked)
+        percentiles = (
+            {
+                f"p{p}": round(durations[min(len(durations) - 1, int(len(durations) * p / 100))], 2)
+                for p in (50, 90, 99)
+            }
+            if durations
+            else {}
+        )
         return {
+            "batch_seconds_percentiles": percentiles,
             "micro_batches": len(worked),
             "not_completed": sum(1 for b in worked if not b.completed),
             "seconds": round(total, 2),

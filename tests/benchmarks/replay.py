@@ -27,6 +27,49 @@ def _records(settings: Settings, topic: str) -> int:
     return sum(high - low for low, high in end_offsets(settings, topic).values())
 
 
+def plain_consumer(settings: Settings, topic: str) -> dict[str, Any]:
+    """A plain Kafka consumer reading the whole topic and doing nothing else: the physical
+    limit a replay on this machine can be compared with."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    ends = end_offsets(settings, topic)
+    total = sum(high - low for low, high in ends.values())
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_bootstrap,
+            "group.id": "lk-bench-plain",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+    started, seen = time.monotonic(), 0
+    try:
+        while seen < total and time.monotonic() - started < 600:
+            seen += len(consumer.consume(num_messages=10_000, timeout=1.0))
+    finally:
+        consumer.close()
+    seconds = time.monotonic() - started
+    return {"records": seen, "seconds": round(seconds, 1), "records_per_s": round(seen / seconds)}
+
+
+def state_sizes(settings: Settings, stream: str) -> dict[str, Any]:
+    """The stream's keyed state per view (serving store) and its deduplication state (the
+    RocksDB files in its checkpoint on MinIO)."""
+    from core.store import state
+    from core.store.connection import connect
+    from infra.stack.minio import s3_client
+
+    with connect(settings) as conn:
+        views = state.sizes(conn, stream)
+    client = s3_client(settings)
+    dedup = 0
+    for page in client.get_paginator("list_objects_v2").paginate(
+        Bucket=settings.checkpoints_bucket, Prefix=f"{stream}/state/"
+    ):
+        dedup += sum(item["Size"] for item in page.get("Contents", []))
+    return {"views": views, "dedup_checkpoint_bytes": dedup}
+
+
 def run(
     spark: SparkSession,
     settings: Settings,
@@ -35,7 +78,7 @@ def run(
 ) -> dict[str, Any]:
     """The reprocess, timed; with `budget_s`, its queries are stopped once that is spent and the
     rate is Spark's input rows over the micro-batches that finished (`complete`: False)."""
-    from core.store.streams import KAPPA_PREFIX
+    from core.store.streams import KAPPA_PREFIX, kappa_stream
     from speed_layer.kappa import Reprocess
 
     replay_settings = settings.model_copy(
@@ -93,13 +136,21 @@ def run(
                 "micro_batches": result.catch_up.micro_batches,
                 "version": result.version,
                 "row_counts": result.row_counts,
+                "state": state_sizes(settings, kappa_stream(result.version)),
             }
+        )
+        plain = plain_consumer(settings, settings.events_topic)
+        figures["plain_consumer"] = plain
+        figures["replay_vs_plain_consumer"] = round(
+            figures["replay_events_per_s"] / plain["records_per_s"], 3
         )
         print(
             f"  replay: {events:,} events (+{profiles:,} profile records) in {replay_s:.1f}s = "
             f"{figures['replay_events_per_s']:,} events/s, {result.catch_up.micro_batches} "
             f"micro-batches of up to {max_offsets_per_trigger:,}; start to switch "
-            f"{result.seconds_to_switch:.1f}s",
+            f"{result.seconds_to_switch:.1f}s; a plain consumer reads the topic at "
+            f"{plain['records_per_s']:,} records/s (replay = "
+            f"{figures['replay_vs_plain_consumer']:.0%} of it)",
             flush=True,
         )
     for line in phase_lines(figures["engine_phases"]):

@@ -23,8 +23,11 @@ from core.oracle import (
     logic_keep,
 )
 from core.settings import Settings
+from core.store import state as stream_state
+from core.store.connection import connect
+from core.store.streams import LAMBDA_SPEED
 from serving.main import create_app
-from speed_layer.lambda_speed import SpeedLayer, speed_spec
+from speed_layer.lambda_speed import SpeedLayer
 from tests.integration.helpers import isolated_settings
 
 
@@ -68,11 +71,10 @@ def test_handoff_is_exact_on_both_sides_of_the_cutoff(
     produce_file(settings, first, settings.events_topic)
 
     speed = SpeedLayer(spark, settings)
-    state = speed_spec(settings).state
 
     def late_ids() -> set[str]:
-        late = spark.read.format("delta").load(state.late)
-        return {row["event_id"] for row in late.select("event_id").collect()}
+        with connect(settings) as conn:
+            return stream_state.late_event_ids(conn, LAMBDA_SPEED)
 
     # 1. The speed layer alone answers for the first part of the log.
     speed.drain()

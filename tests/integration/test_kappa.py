@@ -35,10 +35,11 @@ from core.oracle import (
 )
 from core.settings import Architecture, Settings
 from core.store import realtime, versions
+from core.store import state as stream_state
 from core.store.connection import connect
 from core.store.streams import kappa_stream
 from serving.main import create_app
-from speed_layer.kappa import KAPPA, KappaViews, Reprocess, kappa_spec
+from speed_layer.kappa import KAPPA, KappaViews, Reprocess
 from tests.conftest import ROOT
 from tests.integration.helpers import isolated_settings, settings_env
 
@@ -59,8 +60,8 @@ def kappa(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 def _late_ids(spark, settings: Settings, version: int, logic: str) -> set[str]:  # type: ignore[no-untyped-def]
-    late = spark.read.format("delta").load(kappa_spec(settings, version, logic).state.late)
-    return {row["event_id"] for row in late.select("event_id").collect()}
+    with connect(settings) as conn:
+        return stream_state.late_event_ids(conn, kappa_stream(version))
 
 
 def _oracle(case: dict, late_ids: set[str], logic: str, extra: Path | None = None) -> OracleResult:  # type: ignore[type-arg]

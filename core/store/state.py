@@ -1,0 +1,162 @@
+"""The stream paths' keyed state, in the serving store beside the real-time views.
+
+- `stream_state`: per stream and view, the partial aggregate's rows by key (and, under
+  ``<view>:totals``, the summed contributions per view row), as JSON written and read by
+  Spark (``to_json`` / ``from_json`` with the partial's schema). A micro-batch reads only the
+  keys its events touch (a primary-key lookup) and writes back only those.
+- `stream_late`: the events a stream's watermark dropped, once each: the audit behind
+  `late_dropped`.
+- `stream_quarantine`: the invalid records a stream read, with the reason.
+
+All of it is written in the micro-batch's one transaction with the view rows and the progress,
+so state, views and counts move together or not at all (exactly once by design).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import psycopg
+
+DDL = (
+    """create table if not exists stream_state (
+        stream text not null,
+        view text not null,
+        key text not null,
+        value text not null,
+        primary key (stream, view, key))""",
+    """create table if not exists stream_late (
+        stream text not null,
+        event_id text not null,
+        event_ts bigint not null,
+        partition integer not null,
+        "offset" bigint not null,
+        batch_id bigint not null,
+        primary key (stream, event_id))""",
+    """create table if not exists stream_quarantine (
+        stream text not null,
+        topic text not null,
+        partition integer not null,
+        "offset" bigint not null,
+        reason text not null,
+        value bytea,
+        batch_id bigint not null,
+        primary key (stream, topic, partition, "offset"))""",
+)
+
+
+def totals_name(view: str) -> str:
+    """Where a view's summed contributions per view row are kept."""
+    return f"{view}:totals"
+
+
+@dataclass
+class StateUpdate:
+    """New values for some keys of one state (a view's partial, or its totals)."""
+
+    name: str
+    upserts: Sequence[tuple[str, str]] = ()  # (key, value)
+    deletes: Sequence[str] = ()
+
+
+@dataclass
+class StateWrites:
+    updates: list[StateUpdate] = field(default_factory=list)
+    late: list[tuple] = field(default_factory=list)  # event_id, event_ts, partition, offset
+    quarantine: list[tuple] = field(default_factory=list)  # topic, partition, offset, reason, value
+
+
+def load(conn: psycopg.Connection, stream: str, name: str, keys: Sequence[str]) -> list[str]:
+    """The values stored under `keys` (the ones that exist)."""
+    if not keys:
+        return []
+    rows = conn.execute(
+        "select value from stream_state where stream = %s and view = %s and key = any(%s)",
+        (stream, name, list(keys)),
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def load_all(conn: psycopg.Connection, stream: str, name: str) -> list[str]:
+    rows = conn.execute(
+        "select value from stream_state where stream = %s and view = %s", (stream, name)
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def _copy(conn: psycopg.Connection, sql: str, rows: Iterable[tuple]) -> None:
+    with conn.cursor().copy(sql) as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
+def apply(conn: psycopg.Connection, stream: str, batch_id: int, writes: StateWrites) -> None:
+    """Write a micro-batch's state changes (inside the caller's transaction)."""
+    for update in writes.updates:
+        if update.deletes:
+            conn.execute(
+                "delete from stream_state where stream = %s and view = %s and key = any(%s)",
+                (stream, update.name, list(update.deletes)),
+            )
+        if update.upserts:
+            conn.execute(
+                "create temp table if not exists _state_in (key text, value text) "
+                "on commit delete rows"
+            )
+            conn.execute("truncate _state_in")
+            _copy(conn, "copy _state_in (key, value) from stdin", update.upserts)
+            conn.execute(
+                "insert into stream_state (stream, view, key, value) "
+                "select %s, %s, key, value from _state_in "
+                "on conflict (stream, view, key) do update set value = excluded.value",
+                (stream, update.name),
+            )
+    if writes.late:
+        _copy(
+            conn,
+            'copy stream_late (stream, event_id, event_ts, partition, "offset", batch_id) '
+            "from stdin",
+            ((stream, *row, batch_id) for row in writes.late),
+        )
+    if writes.quarantine:
+        _copy(
+            conn,
+            'copy stream_quarantine (stream, topic, partition, "offset", reason, value, '
+            "batch_id) from stdin",
+            ((stream, *row, batch_id) for row in writes.quarantine),
+        )
+
+
+def replace_all(
+    conn: psycopg.Connection, stream: str, states: dict[str, Sequence[tuple[str, str]]]
+) -> None:
+    """Replace every state of a stream (Lambda's hand-off rebuilds them from the new cutoff
+    on), inside the caller's transaction."""
+    conn.execute("delete from stream_state where stream = %s", (stream,))
+    _copy(
+        conn,
+        "copy stream_state (stream, view, key, value) from stdin",
+        ((stream, name, key, value) for name, rows in states.items() for key, value in rows),
+    )
+
+
+def late_event_ids(conn: psycopg.Connection, stream: str) -> set[str]:
+    rows = conn.execute("select event_id from stream_late where stream = %s", (stream,))
+    return {row[0] for row in rows.fetchall()}
+
+
+def sizes(conn: psycopg.Connection, stream: str) -> dict[str, dict[str, int]]:
+    """Rows and bytes of each state of a stream (the bench reports them)."""
+    rows = conn.execute(
+        "select view, count(*), coalesce(sum(pg_column_size(key) + pg_column_size(value)), 0) "
+        "from stream_state where stream = %s group by view order by view",
+        (stream,),
+    ).fetchall()
+    return {name: {"rows": int(count), "bytes": int(size)} for name, count, size in rows}
+
+
+def drop(conn: psycopg.Connection, stream: str) -> None:
+    """Everything a stream keeps here (inside the caller's transaction)."""
+    for table in ("stream_state", "stream_late", "stream_quarantine"):
+        conn.execute(f"delete from {table} where stream = %s", (stream,))
