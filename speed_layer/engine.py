@@ -100,13 +100,14 @@ def first_occurrences(parsed: DataFrame, events_topic: str) -> DataFrame:
 
 
 def _json_rows(frame: DataFrame, key: tuple[str, ...]) -> list[tuple[str, str]]:
-    """(key, value) JSON pairs of a partial's rows, as the state store keeps them."""
+    """(key, value) JSON pairs of a partial's rows, as the state store keeps them (through
+    Arrow: no Python object per row on the way out of the JVM)."""
     from pyspark.sql import functions as F
 
     pairs = frame.select(
         F.to_json(F.struct(*key)).alias("k"), F.to_json(F.struct(*frame.columns)).alias("v")
-    )
-    return [(row["k"], row["v"]) for row in pairs.collect()]
+    ).toArrow()
+    return list(zip(pairs.column("k").to_pylist(), pairs.column("v").to_pylist(), strict=True))
 
 
 def _json_keys(frame: DataFrame, key: tuple[str, ...]) -> list[str]:
@@ -230,9 +231,10 @@ class StreamEngine:
 
     def _frame(self, values: list[str], schema: str) -> DataFrame:
         """Stored JSON rows back as a DataFrame of the partial's schema."""
+        import pyarrow as pa
         from pyspark.sql import functions as F
 
-        text = self.spark.createDataFrame([(v,) for v in values], "v string")
+        text = self.spark.createDataFrame(pa.table({"v": pa.array(values, pa.string())}))
         return text.select(F.from_json("v", schema).alias("r")).select("r.*")
 
     def _additive(
