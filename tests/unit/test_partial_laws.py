@@ -1,0 +1,562 @@
+"""The laws of the views' partial aggregates (``core.views.partials``), property-based.
+
+For every view in ``core.views.PARTIALS``, on random splits of random small workloads (the
+project's generator, and hand-made boundary cases), with A, B, C disjoint sets of valid,
+deduplicated events (and the profile versions split too):
+
+1. ``finish(merge(partial(A), partial(B))) == finish(partial(A + B))``, and both are the
+   oracle's rows (``core.oracle.compute_views``) for A + B;
+2. the incremental path a stream takes gives the same rows. Additive views: ``totals(partial(A))``
+   plus ``delta(before, after)`` (``add_totals``), where ``before`` is partial(A) restricted to
+   the keys partial(B) touches and ``after = merge(before, partial(B))``, keeping the rows with
+   contributions (``_rows > 0``) dressed by ``finish_totals``. ``sessions``: the touched users'
+   partial rows replaced by ``after``;
+3. merge order does not matter: ``((a, b), c)``, ``((c, a), b)`` and ``(a, (c, b))`` finish alike.
+
+Splits cross the interesting boundaries: event time around minute and hour edges, the 30-minute
+click window and session gap; log position; user; searches in one part and their clicks in
+another; orders in one part and the profile versions that apply to them in another; each
+user's events alternating between parts (so every session is cut).
+
+Every example runs Spark jobs (~10-20 s each on a busy 2-core machine), so the examples are
+few (the file runs in about 4 minutes there) and unshrunk (a failure prints its
+workload and split as notes, and a blob for ``@reproduce_failure``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import random
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache, reduce
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import strategies as st
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from core.catalog import CLICK_WINDOW_MS, SESSION_GAP_MS, VIEW_NAMES, VIEWS
+from core.events import Event, ProfileChange, Rejected, parse_event, parse_profile_line
+from core.oracle import compute_views, load_jsonl_values
+from core.timefmt import HOUR_MS, MINUTE_MS, iso
+from core.views import PARTIALS
+from core.views.parsing import SPARK_CONF
+from core.views.partials import ROWS, PartialAggregate
+from core.workload import DEFAULT_START_MS
+from tests.unit.test_spark_parsing import PROFILE_PARTITIONS, generated, kafka_rows
+from tests.unit.test_spark_views import at, event, profile, spark_events, spark_profiles
+
+Row = dict[str, Any]
+Rows = dict[tuple[str, str], list[Row]]
+"""(view, variant) -> the rows, as the oracle gives them."""
+
+PART = "_part"
+
+SPARK_SETTINGS = settings(
+    deadline=None,
+    database=None,  # nothing written into the working tree; a failure prints its blob
+    print_blob=True,
+    phases=(Phase.explicit, Phase.generate),  # shrinking would rerun Spark jobs for minutes
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.data_too_large,
+    ],
+)
+
+
+TINY_DATA_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.codegen.wholeStage": "false",
+}
+"""Faster on a few hundred rows and many small plans (no change in results)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _parsing_conf(spark: SparkSession) -> Iterator[None]:
+    for key, value in SPARK_CONF.items():
+        spark.conf.set(key, value)
+    saved = {key: spark.conf.get(key, None) for key in TINY_DATA_CONF}
+    for key, value in TINY_DATA_CONF.items():
+        spark.conf.set(key, value)
+    yield
+    for key, old in saved.items():
+        if old is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, old)
+
+
+# --- workloads ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Raw event lines and profile lines (``lk produce`` form), both in log order."""
+
+    events: tuple[bytes, ...]
+    profiles: tuple[bytes, ...]
+
+    def first_events(self) -> list[tuple[int, Event]]:
+        """(log index, event) of the valid first occurrences: the events the views count."""
+        seen: set[str] = set()
+        out: list[tuple[int, Event]] = []
+        for index, line in enumerate(self.events):
+            parsed = parse_event(line)
+            if isinstance(parsed, Rejected) or parsed.event_id in seen:
+                continue
+            seen.add(parsed.event_id)
+            out.append((index, parsed))
+        return out
+
+    def profile_changes(self) -> list[ProfileChange]:
+        return [parse_profile_line(json.loads(line)) for line in self.profiles]
+
+
+@lru_cache(maxsize=64)
+def _generated(seed: int, events: int, start_ms: int, hours: float, users: int) -> Workload:
+    with tempfile.TemporaryDirectory() as folder:
+        events_path, profiles_path = generated(
+            Path(folder),
+            seed,
+            events,
+            start_ms=start_ms,
+            hours=hours,
+            users=users,
+            profile_tie_fraction=0.4,
+            tombstone_fraction=0.3,
+            profile_change_fraction=0.6,
+        )
+        return Workload(
+            tuple(load_jsonl_values(events_path)), tuple(load_jsonl_values(profiles_path))
+        )
+
+
+@st.composite
+def generated_workloads(draw: st.DrawFn) -> Workload:
+    """A small workload of ``core.workload`` (duplicates, invalid lines, late events, profile
+    ties and tombstones included), starting on or off an hour edge."""
+    return _generated(
+        seed=draw(st.integers(0, 2**20), label="seed"),
+        events=draw(st.integers(100, 300), label="lines"),
+        start_ms=DEFAULT_START_MS + draw(st.sampled_from((0, -25 * MINUTE_MS, 7 * MINUTE_MS + 1))),
+        hours=draw(st.sampled_from((0.75, 1.5, 2.5)), label="hours"),
+        users=draw(st.integers(2, 10), label="users"),
+    )
+
+
+BASE = at(10)  # 2026-11-01T10:00:00Z, an hour edge
+EDGE_OFFSETS = (
+    0,
+    1,
+    -1,
+    MINUTE_MS - 1,
+    MINUTE_MS,
+    CLICK_WINDOW_MS - 1,
+    CLICK_WINDOW_MS,
+    CLICK_WINDOW_MS + 1,
+    HOUR_MS - 1,
+    HOUR_MS,
+    HOUR_MS + CLICK_WINDOW_MS,
+)
+USERS = ("u-1", "u-2", "u-3")
+
+moments = st.one_of(st.sampled_from(EDGE_OFFSETS), st.integers(-HOUR_MS, 2 * HOUR_MS)).map(
+    lambda offset: BASE + offset
+)
+"""Event times around BASE, often exactly on an edge (so orders and profile versions tie)."""
+click_delays = st.one_of(
+    st.sampled_from((0, 1, -1, CLICK_WINDOW_MS - 1, CLICK_WINDOW_MS, CLICK_WINDOW_MS + 1)),
+    st.integers(-HOUR_MS, 2 * HOUR_MS),
+)
+session_gaps = st.one_of(
+    st.sampled_from((0, 1, SESSION_GAP_MS - 1, SESSION_GAP_MS, SESSION_GAP_MS + 1)),
+    st.integers(0, HOUR_MS),
+)
+clocks = st.fixed_dictionaries(
+    {"skew": st.sampled_from((0, -HOUR_MS, 1_500)), "delay": st.sampled_from((0, 5 * MINUTE_MS))}
+)
+"""A device clock off, a send delayed: neither moves ``event_ts`` (see ``event``)."""
+
+
+@st.composite
+def boundary_workloads(draw: st.DrawFn) -> Workload:
+    """Hand-made events on the views' edges, at drawn times: always a click exactly 30 min
+    after its search and one 30 min + 1 ms after, a run of page views with gaps of exactly
+    30 min and of 30 min + 1 ms, an order at the very ms of two profile versions tied on
+    ``updated_ts`` and one at the ms of a tombstone; then drawn extras (more of the same, clicks
+    before their search or on none, duplicates), all in a drawn log order."""
+    lines: list[bytes] = []
+    ids = iter(range(10_000))
+    users = st.sampled_from(USERS)
+
+    def emit(type_: str, user: str, ts: int, **fields: Any) -> str:
+        event_id = f"{type_[0]}-{next(ids)}"
+        lines.append(event(event_id, type_, user, ts, **draw(clocks), **fields))
+        return event_id
+
+    def search(user: str, ts: int, click_delays: Sequence[int]) -> None:
+        search_id = emit("search", user, ts, query=draw(st.sampled_from(("q", "r"))))
+        for delay in click_delays:
+            emit("click", user, ts + delay, page="/p", search_id=search_id)
+
+    def run(user: str, ts: int, gaps: Sequence[int]) -> None:
+        """A run of page views: one session or several, on the gap rule."""
+        for gap in [0, *gaps]:
+            ts += gap
+            emit("page_view", user, ts, page="/s")
+
+    def order(user: str, ts: int) -> None:
+        emit("order", user, ts, amount_cents=draw(st.sampled_from((0, 1, 250, 10_000))))
+
+    search(draw(users), draw(moments), [CLICK_WINDOW_MS])
+    search(draw(users), draw(moments), [CLICK_WINDOW_MS + 1])
+    run(draw(users), draw(moments), [SESSION_GAP_MS, SESSION_GAP_MS + 1])
+    buyer, tie, deleted = draw(users), draw(moments), draw(moments)
+    order(buyer, tie)
+    order(buyer, deleted)
+    profile_lines = [
+        profile(buyer, tie, "free"),
+        profile(buyer, tie, "pro"),  # the same ms: the later in the log wins
+        profile(buyer, deleted, None),
+    ]
+
+    kinds = st.sampled_from(("page_view", "search", "order", "run", "stray_click"))
+    for kind in draw(st.lists(kinds, max_size=6), label="extras"):
+        user, ts = draw(users), draw(moments)
+        if kind == "page_view":
+            emit("page_view", user, ts, page=draw(st.sampled_from(("/a", "/b"))))
+        elif kind == "search":
+            search(user, ts, draw(st.lists(click_delays, max_size=3)))
+        elif kind == "order":
+            order(user, ts)
+        elif kind == "run":
+            run(user, ts, draw(st.lists(session_gaps, min_size=1, max_size=4)))
+        else:  # a click on a search that never came
+            emit("click", user, ts, page="/p", search_id="s-missing")
+    lines = draw(st.permutations(lines), label="log order")
+    # Producer retries, later in the log and later received: the first occurrence counts.
+    for line in draw(st.lists(st.sampled_from(lines), max_size=2), label="retries"):
+        obj = json.loads(line)
+        obj["received_ts"] += 7_000
+        lines.append(json.dumps(obj).encode())
+
+    profile_times = st.one_of(moments, st.sampled_from(sorted({BASE + o for o in EDGE_OFFSETS})))
+    versions = st.tuples(
+        st.sampled_from((*USERS, "u-4")),
+        profile_times,
+        st.sampled_from(("free", "pro", None)),  # None: a tombstone
+    )
+    for user, ts, segment in draw(st.lists(versions, max_size=5), label="extra profiles"):
+        profile_lines.append(profile(user, ts, segment))
+    profile_lines = draw(st.permutations(profile_lines), label="profile log order")
+    return Workload(tuple(lines), tuple(profile_lines))
+
+
+# --- splits ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Split:
+    """Which part each deduplicated event (by ``event_id``) and each profile line goes to."""
+
+    parts: int
+    events: dict[str, int]
+    profiles: tuple[int, ...]
+
+
+EVENT_SPLITS = ("time", "log", "user", "searches_clicks", "alternate", "random")
+PROFILE_SPLITS = ("time", "log", "user", "away_from_orders", "one", "random")
+
+
+def _cut_candidates(ts: int) -> list[int]:
+    """Cut points near ``ts``: itself, the minute and hour edges around it, and 30 min on
+    (a click exactly 30 min after a search, a gap of exactly 30 min, falls on the far side)."""
+    minute, hour = ts - ts % MINUTE_MS, ts - ts % HOUR_MS
+    return [
+        ts,
+        ts + 1,
+        minute,
+        minute + MINUTE_MS,
+        hour,
+        hour + HOUR_MS,
+        ts + CLICK_WINDOW_MS,
+        ts + CLICK_WINDOW_MS + 1,
+        ts - SESSION_GAP_MS,
+    ]
+
+
+def _draw_cuts(data: st.DataObject, anchors: Sequence[int], parts: int, label: str) -> list[int]:
+    """Cuts near drawn anchors, each with an anchor on either side when it can."""
+    if not anchors:
+        return []
+    cuts = []
+    for _ in range(parts - 1):
+        candidates = _cut_candidates(data.draw(st.sampled_from(anchors)))
+        inside = [cut for cut in candidates if min(anchors) < cut <= max(anchors)]
+        cuts.append(data.draw(st.sampled_from(inside or candidates), label))
+    return sorted(cuts)
+
+
+def draw_split(data: st.DataObject, workload: Workload, parts: int) -> Split:
+    """A split of the workload's deduplicated events and profile lines into ``parts`` parts."""
+    events = workload.first_events()
+    changes = workload.profile_changes()
+    rnd = random.Random(data.draw(st.integers(0, 2**32), label="split seed"))
+    times = sorted({e.event_ts for _, e in events})
+    users = sorted({e.user_id for _, e in events} | {c.user_id for c in changes})
+    user_part = {user: rnd.randrange(parts) for user in users}
+
+    how = data.draw(st.sampled_from(EVENT_SPLITS), label="event split")
+    event_parts: dict[str, int] = {}
+    if how == "time":
+        cuts = _draw_cuts(data, times, parts, "event time cuts")
+        event_parts = {e.event_id: bisect.bisect_right(cuts, e.event_ts) for _, e in events}
+    elif how == "log":
+        first, last = events[0][0] + 1, max(events[0][0] + 1, events[-1][0])
+        bounds = sorted(data.draw(st.integers(first, last)) for _ in range(parts - 1))
+        event_parts = {e.event_id: bisect.bisect_right(bounds, i) for i, e in events}
+    elif how == "user":
+        event_parts = {e.event_id: user_part[e.user_id] for _, e in events}
+    elif how == "searches_clicks":  # every click in another part than the searches
+        searches = rnd.randrange(parts)
+        for _, e in events:
+            if e.type == "search":
+                event_parts[e.event_id] = searches
+            elif e.type == "click":
+                event_parts[e.event_id] = (searches + 1 + rnd.randrange(parts - 1)) % parts
+            else:
+                event_parts[e.event_id] = rnd.randrange(parts)
+    elif how == "alternate":  # each user's events, in time order, to parts in turn
+        turn = {user: rnd.randrange(parts) for user in users}
+        for _, e in sorted(events, key=lambda ie: (ie[1].event_ts, ie[0])):
+            event_parts[e.event_id] = turn[e.user_id] % parts
+            turn[e.user_id] += 1
+    else:
+        event_parts = {e.event_id: rnd.randrange(parts) for _, e in events}
+
+    profile_how = data.draw(st.sampled_from(PROFILE_SPLITS), label="profile split")
+    profile_parts: list[int]
+    if profile_how == "time":  # cut near orders' times: a version in force, or one ms after
+        anchors = sorted({e.event_ts for _, e in events if e.type == "order"}) or times
+        cuts = _draw_cuts(data, anchors, parts, "profile time cuts")
+        profile_parts = [bisect.bisect_right(cuts, c.updated_ts) for c in changes]
+    elif profile_how == "log":
+        bounds = sorted(data.draw(st.integers(0, len(changes))) for _ in range(parts - 1))
+        profile_parts = [bisect.bisect_right(bounds, i) for i in range(len(changes))]
+    elif profile_how == "user":
+        profile_parts = [user_part[c.user_id] for c in changes]
+    elif profile_how == "away_from_orders":  # never in the part of the user's last order
+        last_order = {
+            e.user_id: event_parts[e.event_id]
+            for _, e in sorted(events, key=lambda ie: ie[1].event_ts)
+            if e.type == "order"
+        }
+        profile_parts = [
+            (last_order[c.user_id] + 1 + rnd.randrange(parts - 1)) % parts
+            if c.user_id in last_order
+            else rnd.randrange(parts)
+            for c in changes
+        ]
+    elif profile_how == "one":
+        profile_parts = [data.draw(st.integers(0, parts - 1), label="profiles' part")] * len(
+            changes
+        )
+    else:
+        profile_parts = [rnd.randrange(parts) for _ in changes]
+
+    split = Split(parts, event_parts, tuple(profile_parts))
+    sizes = [list(event_parts.values()).count(p) for p in range(parts)]
+    note(f"split: events by {how} {sizes}, profiles by {profile_how} {profile_parts}")
+    return split
+
+
+# --- the Spark side -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The whole workload's valid, deduplicated events and profile versions, each tagged with
+    its part (``PART``), checkpointed: the plans built on them stay small, and the raw records
+    are parsed once."""
+
+    events: DataFrame
+    profiles: DataFrame
+
+    def part(self, *parts: int) -> tuple[DataFrame, DataFrame]:
+        """(events, profiles) of the given parts (all of them when none is given)."""
+
+        def of(frame: DataFrame) -> DataFrame:
+            chosen = frame if not parts else frame.where(F.col(PART).isin(*parts))
+            return chosen.drop(PART)
+
+        return of(self.events), of(self.profiles)
+
+
+def spark_inputs(spark: SparkSession, workload: Workload, split: Split) -> Inputs:
+    events_parts = spark.createDataFrame(
+        sorted(split.events.items()), f"event_id string, {PART} int"
+    )
+    events = spark_events(spark, workload.events).join(events_parts, "event_id").localCheckpoint()
+    records = kafka_rows(
+        workload.profiles,
+        topic="profiles",
+        partitions=PROFILE_PARTITIONS,
+        timestamp_field="updated_ts",
+    )
+    positions = spark.createDataFrame(
+        [(row[3], row[4], part) for row, part in zip(records, split.profiles, strict=True)],
+        f"partition int, offset long, {PART} int",
+    )
+    profiles = (
+        spark_profiles(spark, workload.profiles)
+        .join(positions, ["partition", "offset"])
+        .localCheckpoint()
+    )
+    return Inputs(events, profiles)
+
+
+def partial_of(aggregate: PartialAggregate, inputs: Inputs, *parts: int) -> DataFrame:
+    return aggregate.partial(*inputs.part(*parts))
+
+
+def incremental(aggregate: PartialAggregate, a: DataFrame, b: DataFrame) -> DataFrame:
+    """The view's rows as a stream gets them: state ``a``, then the new events' partial ``b``,
+    with only the keys ``b`` touches read and rewritten."""
+    key = list(aggregate.key)
+    touched = b.select(*key).distinct()
+    before = a.join(touched, key, "left_semi")
+    after = aggregate.merge(before, b)
+    if not aggregate.additive:  # sessions: the touched users' rows replaced
+        return aggregate.finish(a.join(touched, key, "left_anti").unionByName(after))
+    assert aggregate.finish_totals is not None
+    totals = aggregate.add_totals(aggregate.totals(a), aggregate.delta(before, after))
+    return aggregate.finish_totals(totals.where(F.col(ROWS) > 0))
+
+
+def _sort_key(name: str) -> Any:
+    columns = VIEWS[name].columns
+    return lambda row: tuple(row[c] for c in columns)
+
+
+def collect_rows(frames: Mapping[tuple[str, str], DataFrame]) -> Rows:
+    """Each (view, variant) frame's rows in the oracle's form, all in one Spark job."""
+    branches = []
+    for (name, variant), frame in frames.items():
+        spec = VIEWS[name]
+        assert tuple(frame.columns) == spec.columns, (name, variant, frame.columns)
+        columns = [
+            F.unix_millis(c).alias(c) if c in spec.time_fields else F.col(c) for c in spec.columns
+        ]
+        branches.append(
+            frame.select(
+                F.lit(name).alias("view"),
+                F.lit(variant).alias("variant"),
+                F.to_json(F.struct(*columns), {"ignoreNullFields": "false"}).alias("row"),
+            )
+        )
+    got: Rows = {key: [] for key in frames}
+    for record in reduce(DataFrame.unionByName, branches).collect():
+        spec = VIEWS[record["view"]]
+        values = json.loads(record["row"])
+        got[(record["view"], record["variant"])].append(
+            {c: iso(values[c]) if c in spec.time_fields else values[c] for c in spec.columns}
+        )
+    return {key: sorted(rows, key=_sort_key(key[0])) for key, rows in got.items()}
+
+
+def oracle_rows(workload: Workload) -> dict[str, list[Row]]:
+    views = compute_views(workload.events, workload.profile_changes()).views
+    return {name: sorted(rows, key=_sort_key(name)) for name, rows in views.items()}
+
+
+# --- the laws -------------------------------------------------------------------------------------
+
+
+def check_two_way(spark: SparkSession, workload: Workload, split: Split) -> None:
+    """Laws 1 and 2 for every view on one two-way split."""
+    expected = oracle_rows(workload)
+    inputs = spark_inputs(spark, workload, split)
+    frames: dict[tuple[str, str], DataFrame] = {}
+    for name, aggregate in PARTIALS.items():
+        a, b = partial_of(aggregate, inputs, 0), partial_of(aggregate, inputs, 1)
+        frames[(name, "whole")] = aggregate.finish(partial_of(aggregate, inputs))
+        frames[(name, "merged")] = aggregate.finish(aggregate.merge(a, b))
+        frames[(name, "incremental")] = incremental(aggregate, a, b)
+    got = collect_rows(frames)
+    assert tuple(PARTIALS) == VIEW_NAMES
+    for name in PARTIALS:
+        whole = got[(name, "whole")]
+        assert whole == expected[name], f"{name}: finish(partial(A + B)) is not the oracle's"
+        assert got[(name, "merged")] == whole, f"{name}: finish(merge(A, B)) != finish(A + B)"
+        assert got[(name, "incremental")] == whole, f"{name}: the incremental path differs"
+
+
+@settings(SPARK_SETTINGS, max_examples=4)
+@given(workload=generated_workloads(), data=st.data())
+def test_merging_two_parts_of_a_generated_workload_is_the_whole(
+    spark: SparkSession, workload: Workload, data: st.DataObject
+) -> None:
+    check_two_way(spark, workload, draw_split(data, workload, parts=2))
+
+
+@settings(SPARK_SETTINGS, max_examples=6)
+@given(workload=boundary_workloads(), data=st.data())
+def test_merging_two_parts_of_boundary_cases_is_the_whole(
+    spark: SparkSession, workload: Workload, data: st.DataObject
+) -> None:
+    note(f"events: {[line.decode() for line in workload.events]}")
+    note(f"profiles: {[line.decode() for line in workload.profiles]}")
+    check_two_way(spark, workload, draw_split(data, workload, parts=2))
+
+
+@settings(SPARK_SETTINGS, max_examples=4)
+@given(workload=st.one_of(generated_workloads(), boundary_workloads()), data=st.data())
+def test_merge_order_does_not_matter(
+    spark: SparkSession, workload: Workload, data: st.DataObject
+) -> None:
+    """Law 3, with the oracle as the judge of all three orders."""
+    split = draw_split(data, workload, parts=3)
+    expected = oracle_rows(workload)
+    inputs = spark_inputs(spark, workload, split)
+    orders = ("((a, b), c)", "((c, a), b)", "(a, (c, b))")
+    frames: dict[tuple[str, str], DataFrame] = {}
+    for name, aggregate in PARTIALS.items():
+        a, b, c = (partial_of(aggregate, inputs, part) for part in range(3))
+        merge = aggregate.merge
+        merged = (merge(merge(a, b), c), merge(merge(c, a), b), merge(a, merge(c, b)))
+        for order, partial in zip(orders, merged, strict=True):
+            frames[(name, order)] = aggregate.finish(partial)
+    got = collect_rows(frames)
+    for name in PARTIALS:
+        for order in orders:
+            assert got[(name, order)] == expected[name], f"{name}: merged as {order}"
+
+
+def test_partials_and_their_merges_have_the_declared_schema(spark: SparkSession) -> None:
+    """The state store keeps partial rows as JSON under ``schema``: partials and merges of
+    partials must have exactly its columns and types."""
+    lines = [
+        event("s-1", "search", "u-1", BASE, query="q"),
+        event("c-1", "click", "u-1", BASE + 1, page="/p", search_id="s-1"),
+        event("o-1", "order", "u-1", BASE, amount_cents=5),
+    ]
+    events = spark_events(spark, lines)
+    profiles = spark_profiles(spark, [profile("u-1", BASE, "pro")])
+    for name, aggregate in PARTIALS.items():
+        declared = _columns(spark.createDataFrame([], aggregate.schema))
+        partial = aggregate.partial(events, profiles)
+        for frame in (partial, aggregate.merge(partial, partial)):
+            assert _columns(frame) == declared, name
+        assert set(aggregate.key) <= set(partial.columns), name
+
+
+def _columns(frame: DataFrame) -> list[tuple[str, str]]:
+    """Names and types, nullability aside."""
+    return [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
