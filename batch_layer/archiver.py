@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from batch_layer.master_dataset import EVENT_PARTITION_COLUMNS, MasterDataset
 from core.delta_io import append_once
+from core.master_dataset import EVENT_PARTITION_COLUMNS, MasterDataset
 from core.settings import Settings
 from core.store import realtime
 from core.store.connection import connect

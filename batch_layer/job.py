@@ -1,26 +1,21 @@
-"""The batch layer: recompute the five batch views from the whole master dataset up to a cutoff.
+"""The batch layer's computation: the five batch views from the whole master dataset up to a
+cutoff, written as a new version.
 
-    from batch_layer.job import run_batch
-    run_batch(spark, settings, cutoff_ms=None)   # scheduled: the cutoff the archive allows
-
-The views come from the shared view logic (`core.views`), the same functions the speed layer
-and the Kappa job use. `run_batch` runs the steps of `batch_layer.steps` (the `lambda_batch`
-DAG runs them as tasks): the raw gate on the master dataset's new partitions, the new version
-written (status `building`), the gate on its views, then `ready`. It becomes visible when the
-alias moves to it (the hand-off, see `speed_layer.lambda_speed`), so a reader never sees half a
-batch, a mix of two, or a batch that failed a gate.
+The views come from the shared view logic (`core.views`), the same partial aggregates the
+speed layer and the Kappa job use. The run around it (gates, `ready`, the hand-off) is
+`batch_layer.steps`, whose `run_batch` runs it in one call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING
 
-from batch_layer.master_dataset import MasterDataset
 from core.catalog import CLICK_WINDOW_MS, VIEWS
 from core.frames import empty_profiles
+from core.master_dataset import MasterDataset
 from core.settings import Settings
 from core.store.schema import batch_table
 from core.store.streams import to_timestamp
@@ -127,31 +122,3 @@ def write_version(settings: Settings, views: dict[str, DataFrame], version: int)
         finally:
             rows.unpersist()
     return counts
-
-
-def run_batch(
-    spark: SparkSession,
-    settings: Settings,
-    *,
-    cutoff_ms: int | None = None,
-    logic_version: str | None = None,
-    run_name: str | None = None,
-) -> BatchResult:
-    """Gate the new raw partitions, write a new batch version, gate its views and mark it
-    ready; returns it (not yet published: the speed layer's hand-off does that).
-
-    A failing gate raises `BatchError` (with the suite's one-line reasons): nothing is marked
-    ready, and the published version keeps serving.
-    """
-    from batch_layer import steps
-    from core.quality import QualityGateError
-
-    run = run_name or f"batch-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
-    try:
-        steps.validate_raw(spark, settings, run)
-        result = steps.compute(spark, settings, cutoff_ms, logic_version)
-        steps.validate_views(spark, settings, result.version, run)
-    except QualityGateError as exc:
-        raise BatchError(f"nothing published: {exc}") from exc
-    steps.mark_ready(settings, result.version)
-    return result

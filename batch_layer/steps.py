@@ -8,7 +8,9 @@
 
 A gate raises ``core.quality.QualityGateError`` and nothing after it runs, so a failing suite
 leaves the published version serving: readers only ever see a version that passed both gates.
-`batch_layer.job.run_batch` is these steps in one call (without the hand-off).
+`run_batch` is these steps in one call (without the archive and the hand-off):
+
+    run_batch(spark, settings, cutoff_ms=None)   # scheduled: the cutoff the archive allows
 
 Every step is idempotent and safe to retry: the archiver appends each micro-batch once;
 a gate only reads (and re-records its result); a retried `compute_views` writes a new version
@@ -18,6 +20,7 @@ hand-off); `publish` does nothing for a version already published or superseded.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from batch_layer import inputs
@@ -34,7 +37,7 @@ from batch_layer.job import (
     read_master_profiles,
     write_version,
 )
-from batch_layer.master_dataset import MasterDataset
+from core.master_dataset import MasterDataset
 from core.quality import layers
 from core.quality.result import QualityResult
 from core.settings import Settings
@@ -259,3 +262,30 @@ def publish(spark: SparkSession, settings: Settings, version: int) -> int:
     if current is None:
         raise BatchError(f"batch version {version} was not published")
     return current.version
+
+
+def run_batch(
+    spark: SparkSession,
+    settings: Settings,
+    *,
+    cutoff_ms: int | None = None,
+    logic_version: str | None = None,
+    run_name: str | None = None,
+) -> BatchResult:
+    """Gate the new raw partitions, write a new batch version, gate its views and mark it
+    ready; returns it (not yet published: the speed layer's hand-off does that).
+
+    A failing gate raises `BatchError` (with the suite's one-line reasons): nothing is marked
+    ready, and the published version keeps serving.
+    """
+    from core.quality import QualityGateError
+
+    run = run_name or f"batch-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    try:
+        validate_raw(spark, settings, run)
+        result = compute(spark, settings, cutoff_ms, logic_version)
+        validate_views(spark, settings, result.version, run)
+    except QualityGateError as exc:
+        raise BatchError(f"nothing published: {exc}") from exc
+    mark_ready(settings, result.version)
+    return result

@@ -60,7 +60,7 @@ def validate(settings: Settings, architecture: str, run_name: str | None) -> Non
 
 
 def _validate(settings: Settings, architectures: tuple[str, ...], run: str) -> list[QualityResult]:
-    from core.quality.checks import run_reconciliation, validate_realtime
+    from serving.quality import run_reconciliation, validate_realtime
 
     results: list[QualityResult] = []
     for arch in architectures:

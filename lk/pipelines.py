@@ -23,8 +23,9 @@ def drain_lambda(spark: SparkSession, settings: Settings, echo: Echo) -> None:
     up and hand off: afterwards the serving layer reflects everything in the log."""
     from batch_layer import archiver
     from batch_layer.cutoff import drain_cutoff
-    from batch_layer.job import BatchError, max_event_ts, read_master_events, run_batch
-    from batch_layer.master_dataset import MasterDataset
+    from batch_layer.job import BatchError, max_event_ts, read_master_events
+    from batch_layer.steps import run_batch
+    from core.master_dataset import MasterDataset
     from core.timefmt import iso
     from speed_layer.lambda_speed import SpeedLayer
 

@@ -84,7 +84,8 @@ def archive(settings: Settings, available_now: bool) -> None:
 @guarded
 def batch(settings: Settings, cutoff: str | None) -> None:
     """Lambda: recompute the batch views from the master dataset; the speed layer publishes."""
-    from batch_layer.job import BatchError, run_batch
+    from batch_layer.job import BatchError
+    from batch_layer.steps import run_batch
     from core.spark import build_spark_session
     from core.timefmt import iso, parse_iso
 

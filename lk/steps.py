@@ -136,7 +136,7 @@ def _partitions_in_range(
     from pyspark.sql import functions as F
 
     from batch_layer.job import read_master_events
-    from batch_layer.master_dataset import MasterDataset
+    from core.master_dataset import MasterDataset
 
     if since is not None and until is not None and until < since:
         raise StepError(f"validate-raw: until ({until}) is before since ({since})")
@@ -169,8 +169,8 @@ def _cutoff_until(spark: SparkSession, settings: Settings, until: date) -> int:
     published batch's cutoff (the speed layer holds only the events after it)."""
     from batch_layer.cutoff import scheduled_cutoff
     from batch_layer.job import max_event_ts, read_master_events
-    from batch_layer.master_dataset import MasterDataset
     from batch_layer.steps import cutoff_floor, published_version
+    from core.master_dataset import MasterDataset
 
     end = datetime.combine(until + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
     end_ms = int(end.timestamp() * 1000)
@@ -377,7 +377,8 @@ def _kappa_retire(settings: Settings, spark: SparkProvider, args: StepArgs) -> J
 
 
 def _dq_realtime(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    from core.quality.checks import raise_on_failure, validate_realtime
+    from core.quality.checks import raise_on_failure
+    from serving.quality import validate_realtime
 
     architecture = args.text("architecture") or ""
     if architecture not in (Architecture.LAMBDA, Architecture.KAPPA):
@@ -389,7 +390,8 @@ def _dq_realtime(settings: Settings, spark: SparkProvider, args: StepArgs) -> Js
 
 
 def _dq_reconcile(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    from core.quality.checks import raise_on_failure, run_reconciliation
+    from core.quality.checks import raise_on_failure
+    from serving.quality import run_reconciliation
 
     run_name = args.text("run_name", "manual") or "manual"
     result = run_reconciliation(settings, run_name, spark=spark())

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.quality import suites
+import core.quality.suites as suites
 from core.settings import Settings
 
 if TYPE_CHECKING:

@@ -25,9 +25,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+import core.quality.context as ctx
+import core.quality.layers as layers
+import core.quality.records as records
+import core.quality.suites as suites
 from core.provision import s3_client
-from core.quality import context as ctx
-from core.quality import layers, records, suites
 from core.settings import Settings
 
 KEEP_RUNS: Final = 20

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+import core.quality.suites as s
 from core.catalog import VIEWS
 from core.events import TYPE_REQUIRED
-from core.quality import suites as s
 from core.timefmt import HOUR_MS
 
 if TYPE_CHECKING:
@@ -132,9 +132,7 @@ def view(name: str, rows: Rows) -> pd.DataFrame:
 def reconciliation(table: Any) -> pd.DataFrame:
     """The reconciliation table plus the description of each unexplained window (else NULL):
     the failure reason then quotes the windows themselves."""
-    from core.quality.reconciliation import UNEXPLAINED
-
     df = as_pandas(table).copy()
     if _has(df.columns, "cause", "window"):
-        df[s.DQ_UNEXPLAINED] = df["window"].where(df["cause"] == UNEXPLAINED, None)
+        df[s.DQ_UNEXPLAINED] = df["window"].where(df["cause"] == s.UNEXPLAINED, None)
     return df

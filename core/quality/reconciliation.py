@@ -27,29 +27,17 @@ import pandas as pd
 
 from core.catalog import SESSION_GAP_MS, VIEWS, ViewSpec
 from core.quality.prepare import Rows, as_pandas, epoch_ms
+from core.quality.suites import (  # the table's shape is the reconciliation suite's
+    CAUSES,
+    COLUMNS,
+    COMPACTION,
+    LATE_AND_COMPACTION,
+    LATE_DATA,
+    UNEXPLAINED,
+)
 from core.timefmt import iso, parse_iso
 
-LATE_DATA: Final = "late data dropped by the stream path"
-COMPACTION: Final = "profile history lost to compaction"
-LATE_AND_COMPACTION: Final = f"{LATE_DATA}; {COMPACTION}"
-UNEXPLAINED: Final = "unexplained"
-CAUSES: Final = (LATE_DATA, COMPACTION, LATE_AND_COMPACTION, UNEXPLAINED)
-
 ARCHITECTURES: Final = ("lambda", "kappa")
-COLUMNS: Final = (
-    "view",
-    "key",
-    "window_start",
-    "window_end",
-    "lambda",
-    "kappa",
-    "oracle",
-    "lambda_cause",
-    "kappa_cause",
-    "cause",
-    "window",
-)
-"""``window`` is a one-line description of the row, shown in Data Docs and failure reasons."""
 
 _REL_TOL: Final = 1e-9
 Values = tuple[Any, ...]

@@ -305,11 +305,30 @@ def _view_expectations(view: str) -> list[Any]:
 
 # --- reconciliation -----------------------------------------------------------------------------
 
+# The reconciliation table (core.quality.reconciliation) and the causes it may give a window.
+LATE_DATA: Final = "late data dropped by the stream path"
+COMPACTION: Final = "profile history lost to compaction"
+LATE_AND_COMPACTION: Final = f"{LATE_DATA}; {COMPACTION}"
+UNEXPLAINED: Final = "unexplained"
+CAUSES: Final = (LATE_DATA, COMPACTION, LATE_AND_COMPACTION, UNEXPLAINED)
+COLUMNS: Final = (
+    "view",
+    "key",
+    "window_start",
+    "window_end",
+    "lambda",
+    "kappa",
+    "oracle",
+    "lambda_cause",
+    "kappa_cause",
+    "cause",
+    "window",
+)
+"""``window`` is a one-line description of the row, shown in Data Docs and failure reasons."""
+
 
 def _reconciliation_expectations(notes: list[str] | None) -> list[Any]:
     import great_expectations.expectations as gxe
-
-    from core.quality.reconciliation import CAUSES, COLUMNS
 
     return [
         gxe.ExpectTableColumnsToMatchSet(column_set=list(COLUMNS), exact_match=False),

@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from core.quality import context as ctx
-from core.quality import prepare, suites
+import core.quality.context as ctx
+import core.quality.prepare as prepare
+import core.quality.suites as suites
 from core.quality.reconciliation import notes as reconciliation_notes
 from core.quality.result import QualityGateError, QualityResult, summarize
 from core.settings import Settings

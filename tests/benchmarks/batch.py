@@ -1,5 +1,5 @@
 """Bench step 2 (Lambda): archive the log into the master dataset, then time the batch layer's
-recompute of the five views over all of it (`batch_layer.job.run_batch`, as `lk drain` runs it:
+recompute of the five views over all of it (`batch_layer.steps.run_batch`, as `lk drain` runs it:
 the cutoff after the last event, so every event counts).
 
 `run_batch` is timed as a whole and by its steps as they happen (`batch_layer.steps`): the raw
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from batch_layer import archiver, job
 from batch_layer.cutoff import drain_cutoff
-from batch_layer.master_dataset import MasterDataset
+from core.master_dataset import MasterDataset
 from core.settings import Settings
 from core.views import VIEW_INPUT_COLUMNS, parsing
 from tests.benchmarks.phases import wrapped
@@ -118,7 +118,7 @@ def recompute(spark: SparkSession, settings: Settings, *, profile: bool) -> dict
     calls = _Calls()
     with wrapped(targets, calls.exit, calls.enter):
         started = time.monotonic()
-        result = job.run_batch(spark, settings, cutoff_ms=cutoff)
+        result = steps.run_batch(spark, settings, cutoff_ms=cutoff)
         seconds = time.monotonic() - started
 
     step_s = {label: sum(calls.each(label, None)) for label in (RAW_GATE, VIEWS, VIEWS_GATE, READY)}

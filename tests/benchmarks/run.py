@@ -301,7 +301,7 @@ class Bench:
         return {"archive": archived, **figures}
 
     def duckdb(self, main: Settings) -> dict[str, Any]:
-        from batch_layer.master_dataset import MasterDataset
+        from core.master_dataset import MasterDataset
         from tests.benchmarks import duckdb_views
 
         spark = self.spark_session(main)

@@ -10,7 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from batch_layer import archiver
-from batch_layer.job import BatchError, run_batch
+from batch_layer.job import BatchError
+from batch_layer.steps import run_batch
 from core import workload
 from core.catalog import VIEW_NAMES
 from core.events import Event

@@ -18,18 +18,19 @@ import pytest
 from fastapi.testclient import TestClient
 
 from batch_layer import steps
-from batch_layer.job import BatchError, run_batch
-from batch_layer.master_dataset import MasterDataset
+from batch_layer.job import BatchError
+from batch_layer.steps import run_batch
 from core import workload
 from core.catalog import VIEW_NAMES, VIEWS
 from core.kafka_io import produce_file
+from core.master_dataset import MasterDataset
 from core.quality import QualityGateError, publish_docs
-from core.quality.checks import run_reconciliation, validate_realtime
 from core.settings import Architecture, Settings
 from core.store import versions
 from core.store.connection import connect
 from core.store.schema import realtime_table
 from serving.main import create_app
+from serving.quality import run_reconciliation, validate_realtime
 from tests.conftest import run_lk
 from tests.integration.helpers import isolated_settings, settings_env
 
