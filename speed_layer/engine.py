@@ -48,8 +48,6 @@ if TYPE_CHECKING:
 SessionSeeds = Callable[["psycopg.Connection", list[str], int | None], list[tuple]]
 """Sessions of other layers the stream must continue: (conn, users, cutoff) -> intervals."""
 
-DEDUP_KEY = "_dedup_key"
-RAW_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
 SESSIONS_SCHEMA = "user_id string, session_start timestamp, session_end timestamp, events long"
 
 
@@ -88,17 +86,6 @@ class BatchOutcome:
     skipped: bool = False
 
 
-def first_occurrences(parsed: DataFrame, events_topic: str) -> DataFrame:
-    """The streaming plan's deduplication: one row per valid event id, over the whole log
-    (Spark keeps the ids in its state store); other records pass with a unique key."""
-    from pyspark.sql import functions as F
-
-    is_event = (F.col("topic") == events_topic) & F.col("reason").isNull()
-    position = F.concat_ws(":", "topic", "partition", "offset")
-    key = F.when(is_event, F.concat(F.lit("e:"), F.col("event_id"))).otherwise(position)
-    return parsed.withColumn(DEDUP_KEY, key).dropDuplicates([DEDUP_KEY])
-
-
 def _json_rows(frame: DataFrame, key: tuple[str, ...]) -> list[tuple[str, str]]:
     """(key, value) JSON pairs of a partial's rows, as the state store keeps them (through
     Arrow: no Python object per row on the way out of the JVM)."""
@@ -133,7 +120,9 @@ class StreamEngine:
             .option("maxOffsetsPerTrigger", self.spec.max_offsets_per_trigger)
             .load()
         )
-        deduplicated = first_occurrences(parsing.parse_events(raw), self.settings.events_topic)
+        deduplicated = parsing.first_occurrences(
+            parsing.parse_events(raw), self.settings.events_topic
+        )
         writer = (
             deduplicated.writeStream.queryName(self.spec.stream)
             .option("checkpointLocation", self.spec.checkpoint)
@@ -192,9 +181,8 @@ class StreamEngine:
         on_time = valid.where(~is_late)
         if cutoff is not None:
             on_time = on_time.where(F.col("event_ts") >= cutoff)
-        profiles = parsing.parse_profiles(
-            batch.where(F.col("topic") == self.settings.profiles_topic).select(*RAW_COLUMNS)
-        )
+        profile_records = batch.where(F.col("topic") == self.settings.profiles_topic)
+        profiles = parsing.parse_profiles(profile_records.select(*parsing.KAFKA_COLUMNS))
         if self.spec.state is not None:  # Lambda: the log a hand-off recomputes from
             log = self.spec.state
             hour = (F.floor(F.col("event_ts") / HOUR_MS) * HOUR_MS).cast("long")
@@ -258,7 +246,7 @@ class StreamEngine:
         after = aggregate.merge(before, self._frame([v for _, v in fresh], aggregate.schema))
         writes.updates.append(StateUpdate(aggregate.view, _json_rows(after, aggregate.key)))
 
-        totals_schema = _totals_schema(aggregate, self.spark, after)
+        totals_schema = _totals_schema(aggregate, after)
         delta = aggregate.delta(before, after).persist()
         try:
             keys = _json_keys(delta, aggregate.total_key)
@@ -301,15 +289,27 @@ class StreamEngine:
             users = sorted(r["user_id"] for r in fresh.select("user_id").distinct().collect())
             if not users:
                 return 0
-            seeds = _current_sessions(conn, self.spec.stream, users)
-            seeds += self.spec.session_seeds(conn, users, cutoff)
-            known = self.spark.createDataFrame(_dedupe_seeds(seeds), SESSIONS_SCHEMA)
-            merged = aggregate.merge(known, fresh)
-            rows = [tuple(r) for r in merged.select(*VIEWS["sessions"].columns).collect()]
+            known = _current_sessions(conn, self.spec.stream, users)
+            rows = self._merged_sessions(conn, users, cutoff, known, fresh)
         finally:
             fresh.unpersist()
         changes.append(Replacement("sessions", rows, users=users))
         return len(users)
+
+    def _merged_sessions(
+        self,
+        conn: psycopg.Connection,
+        users: list[str],
+        cutoff: int | None,
+        known: list[tuple],
+        fresh: DataFrame,
+    ) -> list[tuple]:
+        """`known` sessions and the sessions another layer leaves open for `users`, merged
+        with `fresh` ones by the shared session logic, as rows."""
+        seeds = known + self.spec.session_seeds(conn, users, cutoff)
+        frame = self.spark.createDataFrame(_dedupe_seeds(seeds), SESSIONS_SCHEMA)
+        merged = PARTIALS["sessions"].merge(frame, fresh)
+        return [tuple(r) for r in merged.select(*VIEWS["sessions"].columns).collect()]
 
     # -- Lambda's hand-off: recompute everything after a new cutoff ----------------------
 
@@ -346,20 +346,15 @@ class StreamEngine:
                 changes.append(Replacement(aggregate.view, [tuple(r) for r in frame.collect()]))
                 partial.unpersist()
             users = sorted(r["user_id"] for r in events.select("user_id").distinct().collect())
-            rows: list[tuple] = []
-            if users:
-                sessions = PARTIALS["sessions"]
-                seeds = self.spec.session_seeds(conn, users, cutoff)
-                known = self.spark.createDataFrame(_dedupe_seeds(seeds), SESSIONS_SCHEMA)
-                merged = sessions.merge(known, sessions.partial(events, None))
-                rows = [tuple(r) for r in merged.select(*VIEWS["sessions"].columns).collect()]
+            fresh = PARTIALS["sessions"].partial(events, None)
+            rows = self._merged_sessions(conn, users, cutoff, [], fresh) if users else []
             changes.append(Replacement("sessions", rows))
         finally:
             events.unpersist()
         return changes, states
 
 
-def _totals_schema(aggregate: PartialAggregate, spark: SparkSession, like: DataFrame) -> str:
+def _totals_schema(aggregate: PartialAggregate, like: DataFrame) -> str:
     """The DDL of a view's totals rows: its total key's types, then long counters."""
     empty = aggregate.contributions(like.limit(0)) if aggregate.contributions else like
     types = dict(empty.dtypes)

@@ -46,6 +46,10 @@ DDL = (
 )
 
 
+_LATE_COLUMNS = 'event_id, event_ts, partition, "offset"'
+_QUARANTINE_COLUMNS = 'topic, partition, "offset", reason, value'
+
+
 def totals_name(view: str) -> str:
     """Where a view's summed contributions per view row are kept."""
     return f"{view}:totals"
@@ -63,8 +67,8 @@ class StateUpdate:
 @dataclass
 class StateWrites:
     updates: list[StateUpdate] = field(default_factory=list)
-    late: list[tuple] = field(default_factory=list)  # event_id, event_ts, partition, offset
-    quarantine: list[tuple] = field(default_factory=list)  # topic, partition, offset, reason, value
+    late: list[tuple] = field(default_factory=list)  # as _LATE_COLUMNS
+    quarantine: list[tuple] = field(default_factory=list)  # as _QUARANTINE_COLUMNS
 
 
 def load(conn: psycopg.Connection, stream: str, name: str, keys: Sequence[str]) -> list[str]:
@@ -112,20 +116,13 @@ def apply(conn: psycopg.Connection, stream: str, batch_id: int, writes: StateWri
                 "on conflict (stream, view, key) do update set value = excluded.value",
                 (stream, update.name),
             )
-    if writes.late:
-        _copy(
-            conn,
-            'copy stream_late (stream, event_id, event_ts, partition, "offset", batch_id) '
-            "from stdin",
-            ((stream, *row, batch_id) for row in writes.late),
-        )
-    if writes.quarantine:
-        _copy(
-            conn,
-            'copy stream_quarantine (stream, topic, partition, "offset", reason, value, '
-            "batch_id) from stdin",
-            ((stream, *row, batch_id) for row in writes.quarantine),
-        )
+    for columns, table, rows in (
+        (_LATE_COLUMNS, "stream_late", writes.late),
+        (_QUARANTINE_COLUMNS, "stream_quarantine", writes.quarantine),
+    ):
+        if rows:
+            tagged = ((stream, *row, batch_id) for row in rows)
+            _copy(conn, f"copy {table} (stream, {columns}, batch_id) from stdin", tagged)
 
 
 def replace_all(

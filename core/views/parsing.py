@@ -3,8 +3,10 @@
 ``parse_events(raw)`` gives every record the reason ``parse_event`` would give it (the same
 strings, checked in the same order, built from the constants of ``core.events``), or NULL when
 it is valid, plus the typed event columns. ``valid_events``, ``quarantine`` and ``first_in_log``
-split and deduplicate the result; ``parse_profiles`` reads the compacted ``profiles`` topic.
-Every function is DataFrame -> DataFrame on static frames: no session, no I/O, no collect.
+split and deduplicate the result (``first_occurrences`` in a streaming plan);
+``parse_profiles`` reads the compacted ``profiles`` topic.
+Every function is DataFrame -> DataFrame (on static frames, but ``first_occurrences``, which
+is for a streaming plan): no session, no I/O, no collect.
 
 How a value is read (each step is there because Spark's JSON reader differs from Python's):
 
@@ -355,6 +357,25 @@ def first_in_log(events: DataFrame) -> DataFrame:
         .select("event_id", "_first._row.*")
         .select(*events.columns)
     )
+
+
+STREAM_DEDUP_KEY: Final = "_dedup_key"
+
+
+def first_occurrences(parsed: DataFrame, events_topic: str) -> DataFrame:
+    """``first_in_log`` for a streaming plan: one row per valid event id over the whole log,
+    with Spark's ``dropDuplicates`` (the ids live in the query's state store, looked up per
+    event); every other record passes, keyed by its log position. (``parsed``: the output of
+    ``parse_events`` on both topics.)
+
+    The row kept is the first in the log: a retry shares its original's Kafka partition, the
+    source reads a partition in offset order, and the shuffle before the deduplication keeps
+    the order of the rows that one source task wrote.
+    """
+    is_event = (F.col("topic") == events_topic) & F.col("reason").isNull()
+    position = F.concat_ws(":", "topic", "partition", "offset")
+    key = F.when(is_event, F.concat(F.lit("e:"), F.col("event_id"))).otherwise(position)
+    return parsed.withColumn(STREAM_DEDUP_KEY, key).dropDuplicates([STREAM_DEDUP_KEY])
 
 
 # --- profiles ---------------------------------------------------------------------------------
