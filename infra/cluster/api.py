@@ -5,12 +5,11 @@ from __future__ import annotations
 import http.client
 import json
 import ssl
-import subprocess
 from typing import Any
 
 from core.settings import Settings
 from infra.cluster import paths
-from infra.stack.process import StackError
+from infra.stack.process import StackError, run_tool
 
 
 def _context(settings: Settings) -> ssl.SSLContext:
@@ -85,21 +84,7 @@ def kubectl(
         f"--kubeconfig={paths.kubeconfig(settings)}",
         f"--cache-dir={paths.cluster_dir(settings) / 'kubectl-cache'}",  # not ~/.kube/cache
     ]
-    try:
-        result = subprocess.run(
-            [*argv, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=timeout_s,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise StackError(f"kubectl {' '.join(args)} timed out after {timeout_s:.0f}s") from exc
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise StackError(f"kubectl {' '.join(args)} failed: {last}")
-    return result.stdout
+    return run_tool(f"kubectl {' '.join(args)}", [*argv, *args], stdin=stdin, timeout_s=timeout_s)
 
 
 def apply(settings: Settings, objects: list[dict[str, Any]]) -> None:

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from core.settings import Settings
 from infra.cluster import paths
@@ -29,6 +30,19 @@ from infra.cluster import paths
 # The host-wide settings the kubelet writes when protectKernelDefaults is false.
 KUBELET_SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops")
 KUBELET_CGROUP = "kubepods"
+
+
+def _load(record: Path) -> Any:
+    """A JSON record of what the host had before the cluster changed it; None if absent."""
+    try:
+        return json.loads(record.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def _save(record: Path, values: dict[str, Any]) -> None:
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(values, indent=2) + "\n")
 
 
 def _sysctl_record(settings: Settings) -> Path:
@@ -41,17 +55,14 @@ def record_sysctls(settings: Settings) -> None:
     record = _sysctl_record(settings)
     if record.is_file():
         return
-    values = {k: Path("/proc/sys", k).read_text().strip() for k in KUBELET_SYSCTLS}
-    record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps(values, indent=2) + "\n")
+    _save(record, {k: Path("/proc/sys", k).read_text().strip() for k in KUBELET_SYSCTLS})
 
 
 def restore_sysctls(settings: Settings) -> list[str]:
     """Put back what the kubelet changed; the keys restored."""
     record = _sysctl_record(settings)
-    try:
-        values: dict[str, str] = json.loads(record.read_text())
-    except FileNotFoundError:
+    values: dict[str, str] | None = _load(record)
+    if values is None:
         return []
     changed = []
     for key, value in values.items():
@@ -252,16 +263,14 @@ def record_folders(settings: Settings) -> None:
         existed = {}
     for folder in HOST_FOLDERS:  # what an earlier `down` could not remove stays ours
         existed.setdefault(str(folder), folder.exists())
-    record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps(existed, indent=2) + "\n")
+    _save(record, existed)
 
 
 def remove_made_folders(settings: Settings) -> list[Path]:
     """Remove the host folders the cluster made, if empty; the ones removed."""
     record = _folders_record(settings)
-    try:
-        existed: dict[str, bool] = json.loads(record.read_text())
-    except FileNotFoundError:
+    existed: dict[str, bool] | None = _load(record)
+    if existed is None:
         return []
     removed = []
     kept: dict[str, bool] = {}  # made by the cluster but not empty yet: remembered for later
@@ -284,7 +293,7 @@ def remove_made_folders(settings: Settings) -> list[Path]:
         except OSError:
             kept[name] = False
     if kept:
-        record.write_text(json.dumps(kept, indent=2) + "\n")
+        _save(record, kept)
     else:
         record.unlink()
     return removed

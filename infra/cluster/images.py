@@ -11,14 +11,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import subprocess
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.settings import Settings
 from infra.cluster import paths
-from infra.stack.process import StackError
+from infra.stack.process import run_tool
 
 _FIXED_MTIME = 0  # reproducible tarballs: the same inputs give the same image digest
 
@@ -174,16 +173,7 @@ def ctr(settings: Settings, *args: str, timeout_s: float = 120.0) -> str:
         paths.CONTAINERD_NAMESPACE,
         *args,
     ]
-    try:
-        result = subprocess.run(
-            argv, capture_output=True, text=True, check=False, timeout=timeout_s
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise StackError(f"ctr {' '.join(args)} timed out after {timeout_s:.0f}s") from exc
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise StackError(f"ctr {' '.join(args)} failed: {last}")
-    return result.stdout
+    return run_tool(f"ctr {' '.join(args)}", argv, timeout_s=timeout_s)
 
 
 def image_names(settings: Settings) -> set[str]:

@@ -111,6 +111,36 @@ def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
     return x509.Name([*attrs, x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
+def _builder(
+    subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey, *, ca: bool
+) -> x509.CertificateBuilder:
+    """What every certificate here shares: validity (from 5 minutes ago, against clock skew),
+    basic constraints and key usage (a CA signs certificates; a leaf signs and enciphers)."""
+    now = dt.datetime.now(dt.UTC)
+    usage = x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=not ca,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .add_extension(usage, critical=True)
+    )
+
+
 def certificate_authority(pki: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     """The cluster's CA (made once; every later run reuses it)."""
     crt, key = pki / "ca.crt", pki / "ca.key"
@@ -119,31 +149,9 @@ def certificate_authority(pki: Path) -> tuple[x509.Certificate, ec.EllipticCurve
         assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
         return x509.load_pem_x509_certificate(crt.read_bytes()), ca_key
     ca_key = _new_key()
-    now = dt.datetime.now(dt.UTC)
     name = _name("lambda-kappa-cluster-ca")
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + _VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        _builder(name, name, ca_key.public_key(), ca=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -156,33 +164,12 @@ def issue(
     spec: CertSpec, ca_cert: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _new_key()
-    now = dt.datetime.now(dt.UTC)
     usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if spec.server else []) + (
         [ExtendedKeyUsageOID.CLIENT_AUTH] if spec.client else []
     )
+    subject = _name(spec.common_name, spec.organizations)
     builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(spec.common_name, spec.organizations))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + _VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=True,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        _builder(subject, ca_cert.subject, key.public_key(), ca=False)
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False

@@ -156,3 +156,20 @@ def wait_until(check: Callable[[], bool], timeout_s: float, interval_s: float = 
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval_s)
+
+
+def run_tool(
+    name: str, argv: Sequence[str], *, stdin: str | None = None, timeout_s: float = 120.0
+) -> str:
+    """Run a command-line tool; its stdout. A time-out or a non-zero exit is a `StackError`
+    naming the tool and quoting the last line it wrote to stderr."""
+    try:
+        result = subprocess.run(
+            list(argv), input=stdin, capture_output=True, text=True, check=False, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise StackError(f"{name} timed out after {timeout_s:.0f}s") from exc
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise StackError(f"{name} failed: {last}")
+    return result.stdout
