@@ -339,7 +339,7 @@ class StreamEngine:
                     continue
                 partial = aggregate.partial(events, profiles_frame).persist()
                 states[aggregate.view] = _json_rows(partial, aggregate.key)
-                totals = aggregate.totals(partial).where(F.col(ROWS) > 0)
+                totals = aggregate.totals(partial)
                 states[totals_name(aggregate.view)] = _json_rows(totals, aggregate.total_key)
                 assert aggregate.finish_totals is not None
                 frame = aggregate.finish_totals(totals).select(*VIEWS[aggregate.view].columns)

@@ -116,7 +116,7 @@ class PartialAggregate:
         if self.merge_rows is not None:
             return partial
         assert self.finish_totals is not None
-        return self.finish_totals(self.totals(partial).where(F.col(ROWS) > 0))
+        return self.finish_totals(self.totals(partial))
 
 
 def sum_of(*columns: str) -> Callable[[], list[Column]]:
