@@ -142,6 +142,10 @@ class StreamEngine:
                 raise StreamRetiredError(f"{self.spec.stream} is retired; its job stops here")
             progress = realtime.load_progress(conn, self.spec.stream)
             if batch_id <= progress.last_batch_id:
+                # Committed here before a crash, not yet in Spark's commit log: nothing to
+                # write, but the plan must still run to the end so that its deduplication
+                # state commits this batch (Spark refuses a batch whose state stores did not).
+                batch.write.format("noop").mode("overwrite").save()
                 self.outcomes.append(BatchOutcome(batch_id, skipped=True))
                 return
             batch = batch.persist()  # the plan holds the parse and the stateful dedup: once
