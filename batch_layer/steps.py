@@ -169,7 +169,7 @@ def compute(
         latest = max_event_ts(events)
         if latest is None:
             raise BatchError("the master dataset holds no event yet")
-        cutoff_ms = scheduled_cutoff(latest, settings.watermark_delay_minutes * 60_000)
+        cutoff_ms = scheduled_cutoff(latest, settings.watermark_delay_ms)
         if published_cutoff is not None:  # never backwards (`lk drain` publishes a later one)
             cutoff_ms = max(cutoff_ms, published_cutoff)
     elif published_cutoff is not None and cutoff_ms < published_cutoff:

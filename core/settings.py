@@ -156,6 +156,11 @@ class Settings(BaseSettings):
         return (self.spark_jars_dir or self.cache_path / "jars" / "spark").resolve()
 
     @property
+    def watermark_delay_ms(self) -> int:
+        """The event-time watermark's delay, as the streams and the cutoff rule use it."""
+        return self.watermark_delay_minutes * 60_000
+
+    @property
     def kafka_bootstrap(self) -> str:
         return f"{self.kafka_host or self.host}:{self.kafka_port}"
 

@@ -105,7 +105,9 @@ def generate(
     """Write a deterministic, realistic workload (events and profile changes) as JSONL."""
     from core import workload
 
-    spec = workload.WorkloadSpec(seed=seed, events=events)
+    spec = workload.WorkloadSpec(
+        seed=seed, events=events, watermark_delay_ms=get_settings().watermark_delay_ms
+    )
     if hours is not None:
         spec = dataclasses.replace(spec, hours=hours)
     profiles_out = profiles_out or workload.default_profiles_path(out)

@@ -65,7 +65,11 @@ def demo(
     events_file = out_dir / f"events-{seed}-{events}.jsonl"
     profiles_file = workload.default_profiles_path(events_file)
     stats = workload.generate(
-        workload.WorkloadSpec(seed=seed, events=events), events_file, profiles_file
+        workload.WorkloadSpec(
+            seed=seed, events=events, watermark_delay_ms=settings.watermark_delay_ms
+        ),
+        events_file,
+        profiles_file,
     )
     for line in workload.summary(stats).splitlines():
         click.echo(f"  {line}")

@@ -176,7 +176,7 @@ def _cutoff_until(spark: SparkSession, settings: Settings, until: date) -> int:
     end_ms = int(end.timestamp() * 1000)
     latest = max_event_ts(read_master_events(spark, MasterDataset.from_settings(settings)))
     if latest is not None:
-        end_ms = min(end_ms, scheduled_cutoff(latest, settings.watermark_delay_minutes * 60_000))
+        end_ms = min(end_ms, scheduled_cutoff(latest, settings.watermark_delay_ms))
     floor = cutoff_floor(published_version(settings))
     return end_ms if floor is None else max(end_ms, floor)
 

@@ -62,7 +62,7 @@ def kappa_spec(settings: Settings, version: int, logic_version: str) -> StreamSp
     return StreamSpec(
         stream=stream,
         checkpoint=f"s3a://{settings.checkpoints_bucket}/{stream}",
-        watermark_delay_ms=settings.watermark_delay_minutes * 60_000,
+        watermark_delay_ms=settings.watermark_delay_ms,
         max_offsets_per_trigger=settings.stream_max_offsets_per_trigger,
         view_filter=lambda conn: event_filter(logic_version),
         writable=lambda conn: _is_live(conn, version),

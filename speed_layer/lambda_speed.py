@@ -83,7 +83,7 @@ def speed_spec(settings: Settings) -> StreamSpec:
         stream=STREAM,
         checkpoint=f"s3a://{settings.checkpoints_bucket}/{STREAM}",
         state=StreamState(f"s3a://{settings.views_bucket}/state/{STREAM}"),
-        watermark_delay_ms=settings.watermark_delay_minutes * 60_000,
+        watermark_delay_ms=settings.watermark_delay_ms,
         cutoff=published_cutoff,
         session_seeds=open_batch_sessions,
         view_filter=published_logic_filter,

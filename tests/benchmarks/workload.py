@@ -16,7 +16,10 @@ def generate_and_produce(settings: Settings, events: int, folder: Path, seed: in
     out = folder / "events.jsonl"
     profiles = workload.default_profiles_path(out)
     started = time.monotonic()
-    stats = workload.generate(workload.WorkloadSpec(seed=seed, events=events), out, profiles)
+    spec = workload.WorkloadSpec(
+        seed=seed, events=events, watermark_delay_ms=settings.watermark_delay_ms
+    )
+    stats = workload.generate(spec, out, profiles)
     generate_s = time.monotonic() - started
     print(
         f"  generate: {stats.lines:,} lines in {generate_s:.1f}s = "

@@ -431,3 +431,20 @@ def test_progress_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert len(calls) >= 3
     assert calls == sorted(calls)
     assert calls[-1] == 20_000
+
+
+def test_lk_generate_counts_late_events_against_the_configured_watermark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`lk generate` reports late events behind the streams' watermark, not a default one."""
+    from click.testing import CliRunner
+
+    from lk.cli import cli
+
+    out = tmp_path / "events.jsonl"
+    monkeypatch.setenv("LK_WATERMARK_DELAY_MINUTES", "1")
+    result = CliRunner().invoke(
+        cli, ["generate", "--seed", "1", "--events", "2000", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "behind a 1-min watermark" in result.output
