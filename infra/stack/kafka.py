@@ -93,7 +93,7 @@ class Kafka(Service):
             _LOG4J2.format(log=self.settings.stack_path / "logs" / "kafka-server.log")
         )
         if not (logs / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster_id = _cluster_id()
             result = subprocess.run(
                 [
                     self._java(),
@@ -159,3 +159,12 @@ class Kafka(Service):
             t for t in self._admin().list_topics(timeout=5).topics if not t.startswith("__")
         )
         return type(base)(base.name, True, base.owned, base.address, "topics: " + ", ".join(topics))
+
+
+def _cluster_id() -> str:
+    """A random KRaft cluster id (Kafka's own form: a UUID in URL-safe base64). One that
+    starts with "-" is drawn again: the storage tool would read it as an option."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
