@@ -2,13 +2,15 @@
 
 A batch version reads the master dataset's `events` table at one Delta version, recorded here
 (table `batch_inputs` of the serving store). The raw gate then checks exactly what the next
-batch adds to what the published one saw: the partitions of the data files added to the table
-since that snapshot (Delta's file lists, read from its log: no data is scanned).
+batch adds to what the published one saw: the records of the data files added to the table
+since that snapshot (Delta's file lists, read from its log), read through their partitions so
+that nothing else is scanned.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.settings import Settings
@@ -21,9 +23,9 @@ if TYPE_CHECKING:
 
 LAMBDA = "lambda"
 Partition = tuple[str, int]
-"""A master dataset partition: (event_date ``YYYY-MM-DD``, event_hour 0-23)."""
+"""A master dataset partition: (record_date ``YYYY-MM-DD``, record_hour 0-23)."""
 
-_PARTITION = re.compile(r"/event_date=(\d{4}-\d{2}-\d{2})/event_hour=(\d{1,2})/")
+_PARTITION = re.compile(r"/record_date=(\d{4}-\d{2}-\d{2})/record_hour=(\d{1,2})/")
 
 DDL = """create table if not exists batch_inputs (
     version integer primary key,
@@ -80,9 +82,17 @@ def partitions_of(files: set[str]) -> set[Partition]:
     return found
 
 
-def added_since(spark: SparkSession, path: str, delta_version: int | None) -> list[Partition]:
-    """Partitions of the data files in the table now but not at ``delta_version`` (every
-    partition when None, or when that version is no longer in the log)."""
+@dataclass(frozen=True)
+class Added:
+    """The data files of a table that a snapshot lacks, and their partitions."""
+
+    files: frozenset[str]
+    partitions: list[Partition]
+
+
+def added_since(spark: SparkSession, path: str, delta_version: int | None) -> Added:
+    """The data files in the table now but not at ``delta_version`` (every file when None, or
+    when that version is no longer in the log), with their partitions, sorted."""
     now = set(spark.read.format("delta").load(path).inputFiles())
     before: set[str] = set()
     if delta_version is not None:
@@ -92,4 +102,5 @@ def added_since(spark: SparkSession, path: str, delta_version: int | None) -> li
             # The log no longer reaches back there (or cannot be read): checking everything is
             # the safe answer, a gate never checks less than it should.
             before = set()
-    return sorted(partitions_of(now - before))
+    added = now - before
+    return Added(frozenset(added), sorted(partitions_of(added)))

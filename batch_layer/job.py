@@ -1,9 +1,13 @@
 """The batch layer's computation: the five batch views from the whole master dataset up to a
 cutoff, written as a new version.
 
-The views come from the shared view logic (`core.views`), the same partial aggregates the
-speed layer and the Kappa job use. The run around it (gates, `ready`, the hand-off) is
-`batch_layer.steps`, whose `run_batch` runs it in one call.
+The master dataset holds the log's raw records; the batch validates them here, with the shared
+parsing (`core.views.parsing`, as the speed layer and the Kappa job do), once per run: the
+valid events are deduplicated over all history and cached for the five views, and the invalid
+ones are counted (the version's `quarantined`). The views come from the shared view logic
+(`core.views`), the same partial aggregates the speed layer and the Kappa job use. The run
+around it (gates, `ready`, the hand-off) is `batch_layer.steps`, whose `run_batch` runs it in
+one call.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from core.catalog import CLICK_WINDOW_MS, VIEWS
 from core.frames import empty_profiles
-from core.master_dataset import MasterDataset
+from core.master_dataset import RAW_COLUMNS, MasterDataset
 from core.settings import Settings
 from core.store.schema import batch_table
 from core.store.streams import to_timestamp
@@ -36,6 +40,8 @@ class BatchResult:
     version: int
     cutoff_ms: int
     row_counts: dict[str, int]
+    quarantined: int = 0
+    """Invalid records in the master dataset snapshot the version read."""
 
 
 def _utc(ms: int) -> datetime:
@@ -43,6 +49,7 @@ def _utc(ms: int) -> datetime:
 
 
 def read_master_events(spark: SparkSession, master: MasterDataset) -> DataFrame:
+    """The master dataset's raw event records (valid or not, unparsed)."""
     from delta.tables import DeltaTable
 
     if not DeltaTable.isDeltaTable(spark, master.events):
@@ -51,24 +58,55 @@ def read_master_events(spark: SparkSession, master: MasterDataset) -> DataFrame:
 
 
 def read_master_profiles(spark: SparkSession, master: MasterDataset) -> DataFrame:
+    """Every profile version and tombstone of the master dataset, parsed (`PROFILE_COLUMNS`)."""
     from delta.tables import DeltaTable
 
     if DeltaTable.isDeltaTable(spark, master.profiles):
-        return spark.read.format("delta").load(master.profiles)
+        raw = spark.read.format("delta").load(master.profiles)
+        return parsing.parse_profiles(raw.select(*RAW_COLUMNS))
     return empty_profiles(spark)
 
 
-def max_event_ts(events: DataFrame) -> int | None:
+def parse_master_events(raw: DataFrame) -> DataFrame:
+    """Raw master records validated with the shared parsing, narrowed to what a batch keeps:
+    `reason` (NULL when valid) and the columns the views read (NULL for an invalid record)."""
+    return parsing.parse_events(raw.select(*RAW_COLUMNS)).select("reason", *VIEW_INPUT_COLUMNS)
+
+
+@dataclass(frozen=True)
+class ParseStats:
+    quarantined: int
+    """Invalid records: each counted once, as the API's `quarantined`."""
+    max_event_ts: int | None
+    """The greatest event time of a valid record (None: no valid record)."""
+
+
+def parse_stats(parsed: DataFrame) -> ParseStats:
+    """Counts of `parse_master_events` rows, in one pass."""
     from pyspark.sql import functions as F
 
-    row = events.agg(F.max("event_ts").alias("m")).first()
-    return None if row is None or row["m"] is None else int(row["m"])
+    valid = F.col("reason").isNull()
+    row = parsed.agg(
+        F.count_if(~valid).alias("invalid"),
+        F.max(F.when(valid, F.col("event_ts"))).alias("max_ts"),
+    ).first()
+    if row is None:
+        return ParseStats(0, None)
+    return ParseStats(int(row["invalid"]), None if row["max_ts"] is None else int(row["max_ts"]))
 
 
-def deduplicated(events: DataFrame) -> DataFrame:
-    """Every event of the master dataset once (the first in log order), with only the columns
-    the views read: the raw record stays behind, so the whole-history shuffle stays small."""
-    return parsing.first_in_log(events.select(*VIEW_INPUT_COLUMNS))
+def max_event_ts(parsed: DataFrame) -> int | None:
+    """The greatest event time among the valid rows of `parse_master_events`."""
+    return parse_stats(parsed).max_event_ts
+
+
+def deduplicated(parsed: DataFrame) -> DataFrame:
+    """Every valid event of `parse_master_events` once (the first in log order), with only the
+    columns the views read, so the whole-history shuffle stays small."""
+    from pyspark.sql import functions as F
+
+    valid = parsed.where(F.col("reason").isNull())
+    return parsing.first_in_log(valid.select(*VIEW_INPUT_COLUMNS))
 
 
 def batch_views(

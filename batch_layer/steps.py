@@ -1,7 +1,7 @@
 """The batch layer's run as steps, each a gate or a write: what the `lambda_batch` DAG runs.
 
     partitions = close_archive(spark, settings)          # the log -> master dataset
-    validate_raw(spark, settings, run, partitions)        # gate: the new partitions
+    validate_raw(spark, settings, run)                    # gate: what the next batch adds
     version = compute_views(spark, settings)              # a new version, status `building`
     validate_views(spark, settings, version, run)         # gate: its views (else `failed`)
     publish(spark, settings, version)                     # `ready`, then the hand-off
@@ -11,6 +11,9 @@ leaves the published version serving: readers only ever see a version that passe
 `run_batch` is these steps in one call (without the archive and the hand-off):
 
     run_batch(spark, settings, cutoff_ms=None)   # scheduled: the cutoff the archive allows
+
+The master dataset holds raw log records: the raw gate and the recompute validate them with the
+shared parsing (`core.views.parsing`) as they read them.
 
 Every step is idempotent and safe to retry: the archiver appends each micro-batch once;
 a gate only reads (and re-records its result); a retried `compute_views` writes a new version
@@ -24,7 +27,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from batch_layer import inputs
-from batch_layer.cutoff import scheduled_cutoff
+from batch_layer.cutoff import drain_cutoff, scheduled_cutoff
 from batch_layer.inputs import Partition
 from batch_layer.job import (
     LAMBDA,
@@ -32,12 +35,13 @@ from batch_layer.job import (
     BatchResult,
     batch_views,
     deduplicated,
-    max_event_ts,
+    parse_master_events,
+    parse_stats,
     read_master_events,
     read_master_profiles,
     write_version,
 )
-from core.master_dataset import MasterDataset
+from core.master_dataset import PARTITION_COLUMNS, RAW_COLUMNS, MasterDataset
 from core.quality import layers
 from core.quality.result import QualityResult
 from core.settings import Settings
@@ -63,15 +67,22 @@ def close_archive(spark: SparkSession, settings: Settings) -> list[Partition]:
     return new_partitions(spark, settings)
 
 
-def new_partitions(spark: SparkSession, settings: Settings) -> list[Partition]:
-    """The master dataset's partitions that received data since the snapshot the published
-    batch read (every partition before the first); empty without an archive."""
+def _added(spark: SparkSession, settings: Settings) -> inputs.Added | None:
+    """What the master dataset holds beyond the published batch's snapshot (everything before
+    the first); None without an archive."""
     from delta.tables import DeltaTable
 
     master = MasterDataset.from_settings(settings)
     if not DeltaTable.isDeltaTable(spark, master.events):
-        return []
+        return None
     return inputs.added_since(spark, master.events, inputs.published_input(settings))
+
+
+def new_partitions(spark: SparkSession, settings: Settings) -> list[Partition]:
+    """The master dataset's partitions that received data since the snapshot the published
+    batch read (every partition before the first); empty without an archive."""
+    added = _added(spark, settings)
+    return [] if added is None else added.partitions
 
 
 # --- 2. the raw gate ------------------------------------------------------------------------
@@ -81,23 +92,44 @@ def _in_partitions(partitions: list[Partition]) -> Column:
     """A filter Delta prunes partitions with: per date, the hours of that date."""
     from pyspark.sql import functions as F
 
+    date, hour = PARTITION_COLUMNS
     hours: dict[str, list[int]] = {}
-    for day, hour in partitions:
-        hours.setdefault(day, []).append(hour)
+    for day, at in partitions:
+        hours.setdefault(day, []).append(at)
     condition = F.lit(False)
     for day, day_hours in sorted(hours.items()):
-        condition = condition | (
-            (F.col("event_date") == day) & F.col("event_hour").isin(sorted(set(day_hours)))
-        )
+        condition = condition | ((F.col(date) == day) & F.col(hour).isin(sorted(set(day_hours))))
     return condition
 
 
+def checked_events(raw: DataFrame) -> DataFrame:
+    """The valid events among raw master records, as the raw gate checks them: the event
+    columns (shared parsing), their log position, Kafka timestamp and partition."""
+    from pyspark.sql import functions as F
+
+    from core.views.parsing import EVENT_COLUMNS, LOG_POSITION, parse_events
+
+    parsed = parse_events(raw.select(*RAW_COLUMNS, *PARTITION_COLUMNS))
+    return parsed.where(F.col("reason").isNull()).select(
+        *EVENT_COLUMNS, *LOG_POSITION, "timestamp", *PARTITION_COLUMNS
+    )
+
+
 def partition_rows(
-    spark: SparkSession, settings: Settings, partitions: list[Partition]
+    spark: SparkSession,
+    settings: Settings,
+    partitions: list[Partition],
+    files: frozenset[str] | None = None,
 ) -> DataFrame:
-    """The master dataset's event rows in ``partitions``."""
-    events = read_master_events(spark, MasterDataset.from_settings(settings))
-    return events.where(_in_partitions(partitions))
+    """The valid events of the master dataset's records in ``partitions`` (only those of
+    ``files``, when given), validated with the shared parsing (`checked_events`)."""
+    from pyspark.sql import functions as F
+
+    raw = read_master_events(spark, MasterDataset.from_settings(settings))
+    raw = raw.where(_in_partitions(partitions))
+    if files is not None:
+        raw = raw.where(F.col("_metadata.file_path").isin(sorted(files)))
+    return checked_events(raw)
 
 
 def validate_raw(
@@ -106,13 +138,17 @@ def validate_raw(
     run_name: str,
     partitions: list[Partition] | None = None,
 ) -> QualityResult:
-    """Gate ``master_partition`` on ``partitions`` (default: ``new_partitions``); raises
+    """Gate ``master_partition`` on what the next batch adds: the records archived since the
+    published batch's snapshot (default), or every record of ``partitions``; raises
     ``QualityGateError`` on failure. Nothing new to check passes, with 0 expectations."""
     from core.quality import records, validate
     from core.quality.checks import raise_on_failure
 
+    files = None
     if partitions is None:
-        partitions = new_partitions(spark, settings)
+        added = _added(spark, settings)
+        partitions = [] if added is None else added.partitions
+        files = None if added is None else added.files
     if not partitions:
         return QualityResult(
             suite="master_partition",
@@ -123,7 +159,7 @@ def validate_raw(
             evaluated=0,
             failed=0,
         )
-    frame = partition_rows(spark, settings, partitions)
+    frame = partition_rows(spark, settings, partitions, files)
     result = validate(
         "master_partition", frame, settings=settings, layer=layers.LAMBDA_BATCH, run_name=run_name
     )
@@ -149,44 +185,79 @@ def cutoff_floor(published: versions.Version | None) -> int | None:
     return None if published is None or published.cutoff is None else to_ms(published.cutoff)
 
 
+def _choose_cutoff(
+    settings: Settings,
+    published_cutoff: int | None,
+    latest: int | None,
+    *,
+    drain: bool,
+    until_ms: int | None,
+) -> int:
+    """The cutoff of a run given none: what the archive closes (scheduled), the hour after the
+    last event (`drain`), capped at ``until_ms`` (a reprocess's range); never before the
+    published cutoff (the speed layer no longer holds the events before it)."""
+    if latest is None:
+        raise BatchError("the master dataset holds no valid event yet")
+    if drain:
+        cutoff_ms = drain_cutoff(latest)
+    else:
+        cutoff_ms = scheduled_cutoff(latest, settings.watermark_delay_minutes * 60_000)
+        if until_ms is not None:
+            cutoff_ms = min(cutoff_ms, until_ms)
+    return cutoff_ms if published_cutoff is None else max(cutoff_ms, published_cutoff)
+
+
 def compute(
     spark: SparkSession,
     settings: Settings,
     cutoff_ms: int | None = None,
     logic_version: str | None = None,
+    *,
+    drain: bool = False,
+    until_ms: int | None = None,
 ) -> BatchResult:
-    """Recompute the batch views and write them as a new version, left `building`."""
+    """Recompute the batch views and write them as a new version, left `building`.
+
+    The cutoff: ``cutoff_ms`` when given, else see `_choose_cutoff` (``drain``, ``until_ms``).
+    """
     from core.views.logic_versions import event_filter
 
     master = MasterDataset.from_settings(settings)
     read_master_events(spark, master)  # a clear error when there is no archive yet
     # One pinned snapshot, recorded with the version: the next raw gate checks what came after.
     snapshot = inputs.latest_version(spark, master.events)
-    events = inputs.read_at(spark, master.events, snapshot)
-    published = published_version(settings)
-    published_cutoff = cutoff_floor(published)
-    if cutoff_ms is None:
-        latest = max_event_ts(events)
-        if latest is None:
-            raise BatchError("the master dataset holds no event yet")
-        cutoff_ms = scheduled_cutoff(latest, settings.watermark_delay_minutes * 60_000)
-        if published_cutoff is not None:  # never backwards (`lk drain` publishes a later one)
-            cutoff_ms = max(cutoff_ms, published_cutoff)
-    elif published_cutoff is not None and cutoff_ms < published_cutoff:
-        raise BatchError(
-            f"cutoff {iso(cutoff_ms)} is before the published batch's "
-            f"({iso(published_cutoff)}): choose a later one"
-        )
-    if logic_version is None and published is not None:
-        logic_version = published.logic_version  # a scheduled batch keeps the published logic
-    keep = event_filter(logic_version) if logic_version is not None else None
-    history = deduplicated(events).persist()  # read and deduplicated once for the five views
+    # The one parse of the run (the expensive part): cached narrow, read by the counts and the
+    # deduplication, then dropped once the deduplicated history holds what the views need.
+    parsed = parse_master_events(inputs.read_at(spark, master.events, snapshot)).persist()
+    history = None
     try:
+        stats = parse_stats(parsed)
+        published = published_version(settings)
+        published_cutoff = cutoff_floor(published)
+        if cutoff_ms is None:
+            cutoff_ms = _choose_cutoff(
+                settings, published_cutoff, stats.max_event_ts, drain=drain, until_ms=until_ms
+            )
+        elif published_cutoff is not None and cutoff_ms < published_cutoff:
+            raise BatchError(
+                f"cutoff {iso(cutoff_ms)} is before the published batch's "
+                f"({iso(published_cutoff)}): choose a later one"
+            )
+        if logic_version is None and published is not None:
+            logic_version = published.logic_version  # a scheduled batch keeps the published logic
+        keep = event_filter(logic_version) if logic_version is not None else None
+        history = deduplicated(parsed).persist()  # deduplicated once for the five views
+        history.count()  # filled from the parse's cache, which can go now
+        parsed.unpersist()
         views = batch_views(history, read_master_profiles(spark, master), cutoff_ms, keep)
         with connect(settings) as conn:
             create_all(conn)
             version = versions.begin_version(
-                conn, LAMBDA, cutoff=to_timestamp(cutoff_ms), logic_version=logic_version
+                conn,
+                LAMBDA,
+                cutoff=to_timestamp(cutoff_ms),
+                logic_version=logic_version,
+                quarantined=stats.quarantined,
             )
             inputs.record(conn, version, snapshot)
             try:
@@ -196,8 +267,10 @@ def compute(
                 raise
             versions.mark(conn, LAMBDA, version, "building", row_counts=counts)
     finally:
-        history.unpersist()
-    return BatchResult(version, cutoff_ms, counts)
+        parsed.unpersist()
+        if history is not None:
+            history.unpersist()
+    return BatchResult(version, cutoff_ms, counts, stats.quarantined)
 
 
 def compute_views(
@@ -205,9 +278,11 @@ def compute_views(
     settings: Settings,
     cutoff_ms: int | None = None,
     logic_version: str | None = None,
+    *,
+    until_ms: int | None = None,
 ) -> int:
     """Write a new batch version (status `building`, not visible); returns its number."""
-    return compute(spark, settings, cutoff_ms, logic_version).version
+    return compute(spark, settings, cutoff_ms, logic_version, until_ms=until_ms).version
 
 
 # --- 4. the views' gate ---------------------------------------------------------------------
@@ -271,9 +346,11 @@ def run_batch(
     cutoff_ms: int | None = None,
     logic_version: str | None = None,
     run_name: str | None = None,
+    drain: bool = False,
 ) -> BatchResult:
     """Gate the new raw partitions, write a new batch version, gate its views and mark it
-    ready; returns it (not yet published: the speed layer's hand-off does that).
+    ready; returns it (not yet published: the speed layer's hand-off does that). With
+    `drain`, the cutoff is the hour after the last archived event (`lk drain`).
 
     A failing gate raises `BatchError` (with the suite's one-line reasons): nothing is marked
     ready, and the published version keeps serving.
@@ -283,7 +360,7 @@ def run_batch(
     run = run_name or f"batch-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     try:
         validate_raw(spark, settings, run)
-        result = compute(spark, settings, cutoff_ms, logic_version)
+        result = compute(spark, settings, cutoff_ms, logic_version, drain=drain)
         validate_views(spark, settings, result.version, run)
     except QualityGateError as exc:
         raise BatchError(f"nothing published: {exc}") from exc

@@ -1,19 +1,38 @@
 """The master dataset: Lambda's immutable, append-only record of everything the log delivered.
 
-Three Delta tables on MinIO, written only by the archiver:
+Two Delta tables on MinIO, written only by the archiver, one per topic, each holding the log's
+records as Kafka gave them (`RAW_COLUMNS`: topic, partition, offset, Kafka timestamp, key,
+value) and when they were archived:
 
-- `events`: every valid event record as received (raw `value`, its `partition`, `offset`,
-  Kafka `timestamp`) with its parsed fields, partitioned by event date and hour;
+- `events`: every record of `events`, valid or not;
 - `profiles`: every profile version and tombstone of the CDC stream (compaction may drop
-  them from the log later; the master dataset keeps them);
-- `quarantine`: every invalid record with its reason, topic, partition and offset.
+  them from the log later; the master dataset keeps them).
+
+Nothing is parsed on the way in, so archiving runs at the speed of reading the log. Readers
+validate with the shared parsing (`core.views.parsing`: `parse_events`, `parse_profiles`),
+which gives every invalid record its reason: the quarantine is the invalid records of the
+master dataset, with their topic, partition and offset, derived where the data is read.
+
+Both tables are partitioned by the UTC date and hour of the record's Kafka timestamp
+(`record_date`, `record_hour`; for an event, `received_ts`), which needs no parsing and grows
+with time, so the records a batch has not seen yet sit in few, recent partitions.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
 from core.settings import Settings
+from core.views.parsing import KAFKA_COLUMNS
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+RAW_COLUMNS: Final = KAFKA_COLUMNS
+"""The columns of a log record, as the Kafka source gives them and the parsing reads them."""
+PARTITION_COLUMNS: Final = ("record_date", "record_hour")
+"""The partitions: the UTC date (``YYYY-MM-DD``) and hour (0-23) of the Kafka timestamp."""
 
 
 @dataclass(frozen=True)
@@ -32,9 +51,13 @@ class MasterDataset:
     def profiles(self) -> str:
         return f"{self.root}/profiles"
 
-    @property
-    def quarantine(self) -> str:
-        return f"{self.root}/quarantine"
 
+def partition_values() -> tuple[Column, Column]:
+    """``record_date`` and ``record_hour`` of a Kafka record (the session time zone is UTC,
+    see ``core.spark``)."""
+    from pyspark.sql import functions as F
 
-EVENT_PARTITION_COLUMNS = ("event_date", "event_hour")
+    return (
+        F.date_format("timestamp", "yyyy-MM-dd").alias("record_date"),
+        F.hour("timestamp").alias("record_hour"),
+    )

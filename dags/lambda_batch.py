@@ -1,9 +1,10 @@
 """Lambda's batch layer, on a schedule (`LK_BATCH_SCHEDULE`, hourly by default).
 
-1. **close_archive**: archive what the log holds now into the master dataset (exactly once);
-   the new `(date, hour)` partitions go to the next task.
-2. **validate_raw**: the raw-events suites on those partitions. A failure stops the run here:
-   nothing is computed, nothing published, the previous version keeps serving.
+1. **close_archive**: archive what the log holds now into the master dataset (exactly once,
+   raw records); returns the `(date, hour)` partitions that received records.
+2. **validate_raw**: the raw-events suites on what the next batch adds (the records archived
+   since the published batch's snapshot, parsed with the shared parsing). A failure stops the
+   run here: nothing is computed, nothing published, the previous version keeps serving.
 3. **compute_views**: a new batch version from the whole master dataset, up to the cutoff
    the archive closes (not visible to readers).
 4. **validate_views**: the batch-view suites on that version; a failure marks it failed.
@@ -34,9 +35,7 @@ from core.settings import get_settings
 def lambda_batch() -> None:
     chain(
         step_task("close_archive", "close-archive"),
-        step_task(
-            "validate_raw", "validate-raw", partitions=xcom("close_archive"), run_name=RUN_NAME
-        ),
+        step_task("validate_raw", "validate-raw", run_name=RUN_NAME),
         step_task("compute_views", "compute-views"),
         step_task(
             "validate_views", "validate-views", version=xcom("compute_views"), run_name=RUN_NAME
