@@ -184,20 +184,32 @@ def test_a_corrupted_raw_partition_stops_the_batch_with_nothing_published(
 ) -> None:
     from pyspark.sql import functions as F
 
+    from core.views.parsing import parse_events
+
     published = _alias(dq, "lambda")
     master = MasterDataset.from_settings(dq)
-    events = spark.read.format("delta").load(master.events)
-    order = events.where(F.col("type") == "order").limit(1)
-    page_view = events.where(F.col("type") == "page_view").limit(1)
-    corrupted = order.withColumn("amount_cents", F.lit(-500).cast("long")).unionByName(
-        page_view.withColumn("event_hour", ((F.col("event_hour") + 1) % 24).cast("int"))
+    records = spark.read.format("delta").load(master.events)
+    parsed = parse_events(records).where(F.col("reason").isNull())
+    # Two raw records appended as if archived, both events the shared parsing accepts: an
+    # order whose device clock claims it happened 8 days before it was sent (beyond any sane
+    # delivery: the gate refuses it), and a page view filed under the wrong hour.
+    order = parsed.where(F.col("type") == "order").limit(1)
+    fields = ("event_id", "type", "user_id", "amount_cents", "sent_ts", "received_ts")
+    stale = F.to_json(F.struct(*fields, (F.col("sent_ts") - 8 * 24 * 3_600_000).alias("device_ts")))
+    page_view = parsed.where(F.col("type") == "page_view").select(*records.columns).limit(1)
+    corrupted = (
+        order.withColumn("value", stale.cast("binary"))
+        .select(*records.columns)
+        .unionByName(
+            page_view.withColumn("record_hour", ((F.col("record_hour") + 1) % 24).cast("int"))
+        )
     )
     (
         corrupted.withColumn("offset", F.col("offset") + 1_000_000_000)  # not a duplicate record
         .withColumn("archived_at", F.current_timestamp())
         .write.format("delta")
         .mode("append")
-        .partitionBy("event_date", "event_hour")
+        .partitionBy("record_date", "record_hour")
         .save(master.events)
     )
 
@@ -206,10 +218,9 @@ def test_a_corrupted_raw_partition_stops_the_batch_with_nothing_published(
         steps.validate_raw(spark, dq, "corrupted-run", partitions)
     failures = info.value.result.failures
     assert len(failures) == 2, failures
-    assert failures[0].startswith("amount_cents is never negative: 1 of ")
-    assert failures[0].endswith("e.g. [-500]")
+    assert failures[0].startswith("event_ts is at most 7 days before received_ts"), failures
     assert failures[1].startswith(
-        "event_date/event_hour are the UTC date and hour of event_ts: 1 of"
+        "record_date/record_hour are the UTC date and hour of the Kafka timestamp: 1 of"
     )
 
     # `lk batch` and `lk drain` run the same gate: nothing new is even written.
