@@ -37,6 +37,11 @@ class ArchiverConfig:
     """Records per micro-batch at most. Each micro-batch has a fixed cost (planning, a Delta
     commit, the checkpoint's writes: about 1.5 s here), so a backlog goes faster in large ones;
     memory does not grow with it, the records stream through from Kafka to Parquet."""
+    compression: str = "zstd"
+    """The Parquet codec of the master dataset's files. Measured here on 2M generated events
+    (Spark's CPU per micro-batch of 2M): zstd 31 s and 66 MB, lz4_raw 33 s, snappy 40 s and
+    118 MB, uncompressed 31 s. The JSON values compress well, and every batch run reads them
+    all back: zstd writes half of snappy's bytes for less CPU."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ArchiverConfig:
@@ -66,9 +71,12 @@ def archived_rows(raw: DataFrame) -> DataFrame:
     return raw.select(*RAW_COLUMNS, *partition_values(), F.current_timestamp().alias("archived_at"))
 
 
-def archive_batch(raw: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+def archive_batch(
+    raw: DataFrame, path: str, app_id: str, batch_id: int, compression: str = "zstd"
+) -> None:
     """One micro-batch of a topic, as read, into its master dataset table (once per batch id)."""
-    append_once(archived_rows(raw), path, app_id, batch_id, PARTITION_COLUMNS)
+    options = {"compression": compression}
+    append_once(archived_rows(raw), path, app_id, batch_id, PARTITION_COLUMNS, options)
 
 
 def start(
@@ -94,7 +102,7 @@ def start(
             .option("checkpointLocation", f"{config.checkpoint_root}/{name}")
             .foreachBatch(
                 lambda df, batch_id, path=path, app_id=app_id: archive_batch(
-                    df, path, app_id, batch_id
+                    df, path, app_id, batch_id, config.compression
                 )
             )
         )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from core.settings import Settings
 from core.store import versions
 from core.store.connection import connect
+from core.store.schema import create_all
 
 if TYPE_CHECKING:
     import psycopg
@@ -60,6 +61,7 @@ def published_input(settings: Settings) -> int | None:
     """The master events' Delta version the published batch read (None: none published, or
     published before this was recorded)."""
     with connect(settings) as conn:
+        create_all(conn)  # a first batch may come before anything else wrote to the store
         current = versions.current(conn, LAMBDA)
         if current is None:
             return None
