@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.delta_io import append_once
-from core.master_dataset import PARTITION_COLUMNS, RAW_COLUMNS, MasterDataset, partition_values
+from core.master_dataset import (
+    PARTITION_COLUMNS,
+    RAW_COLUMNS,
+    MasterDataset,
+    partition_values,
+    require_raw,
+)
 from core.settings import Settings
 
 if TYPE_CHECKING:
@@ -86,13 +92,16 @@ def start(
     available_now: bool,
     config: ArchiverConfig | None = None,
 ) -> list[StreamingQuery]:
-    """Start both archiving queries; with `available_now`, they stop at the log's current end."""
+    """Start both archiving queries; with `available_now`, they stop at the log's current end.
+    A master dataset in an older format stops here (`MasterDatasetError`), before any append."""
     config = config or ArchiverConfig.from_settings(settings)
     master = MasterDataset.from_settings(settings)
     jobs = (
         (settings.events_topic, "events", master.events),
         (settings.profiles_topic, "profiles", master.profiles),
     )
+    for _topic, _name, path in jobs:
+        require_raw(spark, path)
     queries = []
     for topic, name, path in jobs:
         app_id = f"{ARCHIVER_APP}-{name}"

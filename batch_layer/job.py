@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from core.catalog import CLICK_WINDOW_MS, VIEWS
 from core.frames import empty_profiles
-from core.master_dataset import RAW_COLUMNS, MasterDataset
+from core.master_dataset import RAW_COLUMNS, MasterDataset, require_raw
 from core.settings import Settings
 from core.store.schema import batch_table
 from core.store.streams import to_timestamp
@@ -50,18 +50,14 @@ def _utc(ms: int) -> datetime:
 
 def read_master_events(spark: SparkSession, master: MasterDataset) -> DataFrame:
     """The master dataset's raw event records (valid or not, unparsed)."""
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, master.events):
+    if not require_raw(spark, master.events):
         raise BatchError(f"the master dataset is empty ({master.events}): archive the log first")
     return spark.read.format("delta").load(master.events)
 
 
 def read_master_profiles(spark: SparkSession, master: MasterDataset) -> DataFrame:
     """Every profile version and tombstone of the master dataset, parsed (`PROFILE_COLUMNS`)."""
-    from delta.tables import DeltaTable
-
-    if DeltaTable.isDeltaTable(spark, master.profiles):
+    if require_raw(spark, master.profiles):
         raw = spark.read.format("delta").load(master.profiles)
         return parsing.parse_profiles(raw.select(*RAW_COLUMNS))
     return empty_profiles(spark)

@@ -16,6 +16,10 @@ master dataset, with their topic, partition and offset, derived where the data i
 Both tables are partitioned by the UTC date and hour of the record's Kafka timestamp
 (`record_date`, `record_hour`; for an event, `received_ts`), which needs no parsing and grows
 with time, so the records a batch has not seen yet sit in few, recent partitions.
+
+A master dataset written before the archiver kept raw records (parsed events partitioned by
+`event_date`/`event_hour`, and a separate `quarantine` table) cannot be read or appended to:
+`require_raw` recognises it and says how to start over (`MasterDatasetError`).
 """
 
 from __future__ import annotations
@@ -27,12 +31,16 @@ from core.settings import Settings
 from core.views.parsing import KAFKA_COLUMNS
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
+    from pyspark.sql import Column, SparkSession
 
 RAW_COLUMNS: Final = KAFKA_COLUMNS
 """The columns of a log record, as the Kafka source gives them and the parsing reads them."""
 PARTITION_COLUMNS: Final = ("record_date", "record_hour")
 """The partitions: the UTC date (``YYYY-MM-DD``) and hour (0-23) of the Kafka timestamp."""
+
+
+class MasterDatasetError(RuntimeError):
+    """The master dataset is not in the form this code reads and writes (a one-line reason)."""
 
 
 @dataclass(frozen=True)
@@ -61,3 +69,24 @@ def partition_values() -> tuple[Column, Column]:
         F.date_format("timestamp", "yyyy-MM-dd").alias("record_date"),
         F.hour("timestamp").alias("record_hour"),
     )
+
+
+def require_raw(spark: SparkSession, path: str) -> bool:
+    """Whether the master dataset table at ``path`` exists (False: nothing archived there yet).
+
+    A table without the raw columns and partitions, such as one the archiver wrote before it
+    kept raw records, raises `MasterDatasetError` with what to do: an append to it or a read of
+    it would otherwise fail deep inside Spark. Reads only the table's Delta log."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        return False
+    columns = set(spark.read.format("delta").load(path).columns)
+    missing = [c for c in (*RAW_COLUMNS, *PARTITION_COLUMNS) if c not in columns]
+    if missing:
+        raise MasterDatasetError(
+            f"{path} is a master dataset of parsed events, from before the archiver kept raw "
+            f"log records (it has no {', '.join(missing)}): run `lk stack reset`, or delete the "
+            "master dataset and the archiver's checkpoints and archive the log again"
+        )
+    return True

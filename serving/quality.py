@@ -118,14 +118,12 @@ def _late_ids(settings: Settings, served: Served) -> set[str]:
 def _profile_history(spark: SparkSession, settings: Settings) -> list[ProfileChange] | None:
     """Every profile version from the master dataset (which compaction never touches), in
     log order; None without a master dataset."""
-    from delta.tables import DeltaTable
-
     from core.events import ProfileChange
-    from core.master_dataset import RAW_COLUMNS, MasterDataset
+    from core.master_dataset import RAW_COLUMNS, MasterDataset, require_raw
     from core.views.parsing import PROFILE_COLUMNS, parse_profiles
 
     path = MasterDataset.from_settings(settings).profiles
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not require_raw(spark, path):
         return None
     raw = spark.read.format("delta").load(path).select(*RAW_COLUMNS)
     rows = parse_profiles(raw).select(*PROFILE_COLUMNS).collect()

@@ -232,3 +232,42 @@ def test_a_corrupted_raw_partition_stops_the_batch_with_nothing_published(
         after = conn.execute("select count(*) from view_versions").fetchone()
     assert after == before
     assert _alias(dq, "lambda") == published
+
+
+def test_a_master_dataset_from_before_raw_archiving_stops_lk_in_one_line(
+    stack: Settings, spark: Any
+) -> None:
+    """A master dataset the archiver wrote before it kept raw records (parsed valid events by
+    event date and hour) is neither appended to nor read: `lk drain` says what to do."""
+    from pyspark.sql import functions as F
+
+    from core.views.parsing import parse_events
+    from tests.unit.test_quality_events import LINES
+    from tests.unit.test_spark_parsing import kafka_frame, kafka_rows
+
+    old = isolated_settings(stack, "old")
+    events = MasterDataset.from_settings(old).events
+    parsed = parse_events(kafka_frame(spark, kafka_rows(LINES)))
+    (
+        parsed.where(F.col("reason").isNull())
+        .drop("reason")
+        .withColumn("event_date", F.date_format("event_time", "yyyy-MM-dd"))
+        .withColumn("event_hour", F.hour("event_time"))
+        .withColumn("archived_at", F.current_timestamp())
+        .write.format("delta")
+        .partitionBy("event_date", "event_hour")
+        .save(events)
+    )
+    version = spark.sql(f"describe history delta.`{events}`").count()
+
+    result = run_lk("drain", "--architecture", "lambda", env=settings_env(old), timeout=600)
+    assert result.returncode == 1, result.stdout[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("lk: error:")]
+    assert errors == [
+        f"lk: error: {events} is a master dataset of parsed events, from before the archiver "
+        "kept raw log records (it has no record_date, record_hour): run "
+        "`lk stack reset`, or delete the master dataset and the archiver's checkpoints and "
+        "archive the log again"
+    ], result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert spark.sql(f"describe history delta.`{events}`").count() == version  # left as it was
