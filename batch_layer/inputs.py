@@ -90,19 +90,25 @@ class Added:
 
     files: frozenset[str]
     partitions: list[Partition]
+    everything: bool = False
+    """No earlier snapshot to compare with: every file of the table is new."""
 
 
-def added_since(spark: SparkSession, path: str, delta_version: int | None) -> Added:
-    """The data files in the table now but not at ``delta_version`` (every file when None, or
-    when that version is no longer in the log), with their partitions, sorted."""
-    now = set(spark.read.format("delta").load(path).inputFiles())
-    before: set[str] = set()
+def added_since(
+    spark: SparkSession, path: str, delta_version: int | None, at: int | None = None
+) -> Added:
+    """The data files in the table at version ``at`` (now, when None) but not at
+    ``delta_version`` (every file when None, or when that version is no longer in the log),
+    with their partitions, sorted."""
+    now_table = spark.read.format("delta").load(path) if at is None else read_at(spark, path, at)
+    now = set(now_table.inputFiles())
+    before: set[str] | None = None
     if delta_version is not None:
         try:
             before = set(read_at(spark, path, delta_version).inputFiles())
         except Exception:
             # The log no longer reaches back there (or cannot be read): checking everything is
             # the safe answer, a gate never checks less than it should.
-            before = set()
-    added = now - before
-    return Added(frozenset(added), sorted(partitions_of(added)))
+            before = None
+    added = now - (before or set())
+    return Added(frozenset(added), sorted(partitions_of(added)), everything=before is None)

@@ -1,10 +1,11 @@
 """The batch layer's run as steps, each a gate or a write: what the `lambda_batch` DAG runs.
 
-    partitions = close_archive(spark, settings)          # the log -> master dataset
-    validate_raw(spark, settings, run)                    # gate: what the next batch adds
-    version = compute_views(spark, settings)              # a new version, status `building`
-    validate_views(spark, settings, version, run)         # gate: its views (else `failed`)
-    publish(spark, settings, version)                     # `ready`, then the hand-off
+    partitions = close_archive(spark, settings)        # the log -> master dataset
+    pinned = open_input(spark, settings)                # its events at one Delta version
+    validate_raw(spark, settings, run, batch_input=pinned)      # gate: what the batch adds
+    version = compute_views(spark, settings, snapshot=pinned.snapshot)  # new, `building`
+    validate_views(spark, settings, version, run)       # gate: its views (else `failed`)
+    publish(spark, settings, version)                   # `ready`, then the hand-off
 
 A gate raises ``core.quality.QualityGateError`` and nothing after it runs, so a failing suite
 leaves the published version serving: readers only ever see a version that passed both gates.
@@ -13,7 +14,9 @@ leaves the published version serving: readers only ever see a version that passe
     run_batch(spark, settings, cutoff_ms=None)   # scheduled: the cutoff the archive allows
 
 The master dataset holds raw log records: the raw gate and the recompute validate them with the
-shared parsing (`core.views.parsing`) as they read them.
+shared parsing (`core.views.parsing`) as they read them, at one pinned snapshot
+(`batch_layer.job.BatchInput`; the DAG passes the gate's snapshot on to `compute_views`).
+`run_batch` parses that snapshot once for both.
 
 Every step is idempotent and safe to retry: the archiver appends each micro-batch once;
 a gate only reads (and re-records its result); a retried `compute_views` writes a new version
@@ -32,16 +35,19 @@ from batch_layer.inputs import Partition
 from batch_layer.job import (
     LAMBDA,
     BatchError,
+    BatchInput,
     BatchResult,
     batch_views,
+    checked_events,
     deduplicated,
-    parse_master_events,
+    in_partitions,
+    open_input,
     parse_stats,
     read_master_events,
     read_master_profiles,
     write_version,
 )
-from core.master_dataset import PARTITION_COLUMNS, RAW_COLUMNS, MasterDataset
+from core.master_dataset import MasterDataset, require_raw
 from core.quality import layers
 from core.quality.result import QualityResult
 from core.settings import Settings
@@ -52,7 +58,7 @@ from core.store.streams import to_ms, to_timestamp
 from core.timefmt import iso
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 # --- 1. the archive -------------------------------------------------------------------------
@@ -67,69 +73,25 @@ def close_archive(spark: SparkSession, settings: Settings) -> list[Partition]:
     return new_partitions(spark, settings)
 
 
-def _added(spark: SparkSession, settings: Settings) -> inputs.Added | None:
-    """What the master dataset holds beyond the published batch's snapshot (everything before
-    the first); None without an archive."""
-    from delta.tables import DeltaTable
-
-    master = MasterDataset.from_settings(settings)
-    if not DeltaTable.isDeltaTable(spark, master.events):
-        return None
-    return inputs.added_since(spark, master.events, inputs.published_input(settings))
-
-
 def new_partitions(spark: SparkSession, settings: Settings) -> list[Partition]:
     """The master dataset's partitions that received data since the snapshot the published
     batch read (every partition before the first); empty without an archive."""
-    added = _added(spark, settings)
-    return [] if added is None else added.partitions
+    master = MasterDataset.from_settings(settings)
+    if not require_raw(spark, master.events):
+        return []
+    return inputs.added_since(spark, master.events, inputs.published_input(settings)).partitions
 
 
 # --- 2. the raw gate ------------------------------------------------------------------------
 
 
-def _in_partitions(partitions: list[Partition]) -> Column:
-    """A filter Delta prunes partitions with: per date, the hours of that date."""
-    from pyspark.sql import functions as F
-
-    date, hour = PARTITION_COLUMNS
-    hours: dict[str, list[int]] = {}
-    for day, at in partitions:
-        hours.setdefault(day, []).append(at)
-    condition = F.lit(False)
-    for day, day_hours in sorted(hours.items()):
-        condition = condition | ((F.col(date) == day) & F.col(hour).isin(sorted(set(day_hours))))
-    return condition
-
-
-def checked_events(raw: DataFrame) -> DataFrame:
-    """The valid events among raw master records, as the raw gate checks them: the event
-    columns (shared parsing), their log position, Kafka timestamp and partition."""
-    from pyspark.sql import functions as F
-
-    from core.views.parsing import EVENT_COLUMNS, LOG_POSITION, parse_events
-
-    parsed = parse_events(raw.select(*RAW_COLUMNS, *PARTITION_COLUMNS))
-    return parsed.where(F.col("reason").isNull()).select(
-        *EVENT_COLUMNS, *LOG_POSITION, "timestamp", *PARTITION_COLUMNS
-    )
-
-
 def partition_rows(
-    spark: SparkSession,
-    settings: Settings,
-    partitions: list[Partition],
-    files: frozenset[str] | None = None,
+    spark: SparkSession, settings: Settings, partitions: list[Partition]
 ) -> DataFrame:
-    """The valid events of the master dataset's records in ``partitions`` (only those of
-    ``files``, when given), validated with the shared parsing (`checked_events`)."""
-    from pyspark.sql import functions as F
-
+    """The valid events of every master dataset record in ``partitions``, validated with the
+    shared parsing (`checked_events`)."""
     raw = read_master_events(spark, MasterDataset.from_settings(settings))
-    raw = raw.where(_in_partitions(partitions))
-    if files is not None:
-        raw = raw.where(F.col("_metadata.file_path").isin(sorted(files)))
-    return checked_events(raw)
+    return checked_events(raw.where(in_partitions(partitions)))
 
 
 def validate_raw(
@@ -137,19 +99,26 @@ def validate_raw(
     settings: Settings,
     run_name: str,
     partitions: list[Partition] | None = None,
+    *,
+    batch_input: BatchInput | None = None,
 ) -> QualityResult:
-    """Gate ``master_partition`` on what the next batch adds: the records archived since the
-    published batch's snapshot (default), or every record of ``partitions``; raises
-    ``QualityGateError`` on failure. Nothing new to check passes, with 0 expectations."""
+    """Gate ``master_partition`` on what the next batch adds: the records of ``batch_input``
+    (default: the latest snapshot) archived since the published batch's snapshot, or every
+    record of ``partitions``; raises ``QualityGateError`` on failure. Nothing new to check
+    passes, with 0 expectations."""
     from core.quality import records, validate
     from core.quality.checks import raise_on_failure
 
-    files = None
-    if partitions is None:
-        added = _added(spark, settings)
-        partitions = [] if added is None else added.partitions
-        files = None if added is None else added.files
-    if not partitions:
+    frame = None
+    if partitions is not None:
+        if partitions:
+            frame = partition_rows(spark, settings, partitions)
+    else:
+        if batch_input is None:
+            batch_input = open_input(spark, settings)
+        if batch_input is not None and batch_input.added.files:
+            frame = batch_input.checked()
+    if frame is None:
         return QualityResult(
             suite="master_partition",
             layer=layers.LAMBDA_BATCH,
@@ -159,7 +128,6 @@ def validate_raw(
             evaluated=0,
             failed=0,
         )
-    frame = partition_rows(spark, settings, partitions, files)
     result = validate(
         "master_partition", frame, settings=settings, layer=layers.LAMBDA_BATCH, run_name=run_name
     )
@@ -215,22 +183,27 @@ def compute(
     *,
     drain: bool = False,
     until_ms: int | None = None,
+    batch_input: BatchInput | None = None,
 ) -> BatchResult:
-    """Recompute the batch views and write them as a new version, left `building`.
+    """Recompute the batch views from ``batch_input`` (default: the latest snapshot of the
+    master dataset) and write them as a new version, left `building`, with the snapshot it read.
 
     The cutoff: ``cutoff_ms`` when given, else see `_choose_cutoff` (``drain``, ``until_ms``).
+    The recompute is the input's last reader: it releases the parse once the deduplicated
+    history is cached.
     """
     from core.views.logic_versions import event_filter
 
     master = MasterDataset.from_settings(settings)
-    read_master_events(spark, master)  # a clear error when there is no archive yet
-    # One pinned snapshot, recorded with the version: the next raw gate checks what came after.
-    snapshot = inputs.latest_version(spark, master.events)
-    # The one parse of the run (the expensive part): cached narrow, read by the counts and the
-    # deduplication, then dropped once the deduplicated history holds what the views need.
-    parsed = parse_master_events(inputs.read_at(spark, master.events, snapshot)).persist()
+    if batch_input is None:
+        batch_input = open_input(spark, settings)
+    if batch_input is None:
+        raise BatchError(f"the master dataset is empty ({master.events}): archive the log first")
     history = None
     try:
+        # The parse (the expensive part), cached: read by the counts and the deduplication,
+        # then dropped once the deduplicated history holds what the views need.
+        parsed = batch_input.parsed()
         stats = parse_stats(parsed)
         published = published_version(settings)
         published_cutoff = cutoff_floor(published)
@@ -248,7 +221,7 @@ def compute(
         keep = event_filter(logic_version) if logic_version is not None else None
         history = deduplicated(parsed).persist()  # deduplicated once for the five views
         history.count()  # filled from the parse's cache, which can go now
-        parsed.unpersist()
+        batch_input.release()
         views = batch_views(history, read_master_profiles(spark, master), cutoff_ms, keep)
         with connect(settings) as conn:
             create_all(conn)
@@ -259,7 +232,7 @@ def compute(
                 logic_version=logic_version,
                 quarantined=stats.quarantined,
             )
-            inputs.record(conn, version, snapshot)
+            inputs.record(conn, version, batch_input.snapshot)
             try:
                 counts = write_version(settings, views, version)
             except Exception:
@@ -267,7 +240,7 @@ def compute(
                 raise
             versions.mark(conn, LAMBDA, version, "building", row_counts=counts)
     finally:
-        parsed.unpersist()
+        batch_input.release()
         if history is not None:
             history.unpersist()
     return BatchResult(version, cutoff_ms, counts, stats.quarantined)
@@ -280,9 +253,16 @@ def compute_views(
     logic_version: str | None = None,
     *,
     until_ms: int | None = None,
+    snapshot: int | None = None,
 ) -> int:
-    """Write a new batch version (status `building`, not visible); returns its number."""
-    return compute(spark, settings, cutoff_ms, logic_version, until_ms=until_ms).version
+    """Write a new batch version (status `building`, not visible); returns its number.
+    ``snapshot``: the master events' Delta version to read, the one the raw gate checked
+    (default: the latest)."""
+    batch_input = None if snapshot is None else open_input(spark, settings, snapshot)
+    result = compute(
+        spark, settings, cutoff_ms, logic_version, until_ms=until_ms, batch_input=batch_input
+    )
+    return result.version
 
 
 # --- 4. the views' gate ---------------------------------------------------------------------
@@ -348,9 +328,10 @@ def run_batch(
     run_name: str | None = None,
     drain: bool = False,
 ) -> BatchResult:
-    """Gate the new raw partitions, write a new batch version, gate its views and mark it
-    ready; returns it (not yet published: the speed layer's hand-off does that). With
-    `drain`, the cutoff is the hour after the last archived event (`lk drain`).
+    """Gate what the master dataset holds beyond the published batch, write a new batch
+    version from the same snapshot (parsed once for both), gate its views and mark it ready;
+    returns it (not yet published: the speed layer's hand-off does that). With `drain`, the
+    cutoff is the hour after the last archived event (`lk drain`).
 
     A failing gate raises `BatchError` (with the suite's one-line reasons): nothing is marked
     ready, and the published version keeps serving.
@@ -358,11 +339,22 @@ def run_batch(
     from core.quality import QualityGateError
 
     run = run_name or f"batch-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    batch_input = open_input(spark, settings)
+    if batch_input is None:
+        master = MasterDataset.from_settings(settings)
+        raise BatchError(f"the master dataset is empty ({master.events}): archive the log first")
     try:
-        validate_raw(spark, settings, run)
-        result = compute(spark, settings, cutoff_ms, logic_version, drain=drain)
+        # One snapshot and one parse for both readers: the gate checks exactly what the
+        # recompute then reads, and the raw records are parsed once (cached), not by each.
+        batch_input.share()
+        validate_raw(spark, settings, run, batch_input=batch_input)
+        result = compute(
+            spark, settings, cutoff_ms, logic_version, drain=drain, batch_input=batch_input
+        )
         validate_views(spark, settings, result.version, run)
     except QualityGateError as exc:
         raise BatchError(f"nothing published: {exc}") from exc
+    finally:
+        batch_input.release()
     mark_ready(settings, result.version)
     return result

@@ -151,7 +151,10 @@ def _partitions_in_range(
 
 
 def _validate_raw(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    from batch_layer.steps import validate_raw
+    """The gate's result, and by default `snapshot`: the master events' Delta version it
+    checked, for `compute-views` to read (None when partitions were given or nothing is
+    archived)."""
+    from batch_layer.steps import open_input, validate_raw
 
     listed = args.optional("partitions")
     partitions: list[tuple[str, int]] | None = None
@@ -161,7 +164,9 @@ def _validate_raw(settings: Settings, spark: SparkProvider, args: StepArgs) -> J
         # A date range, even open at both ends (every partition): a reprocess re-validates it.
         partitions = _partitions_in_range(spark(), settings, args.day("since"), args.day("until"))
     run_name = args.text("run_name", "manual") or "manual"
-    return _plain(validate_raw(spark(), settings, run_name, partitions=partitions))
+    pinned = None if partitions is not None else open_input(spark(), settings)
+    result = validate_raw(spark(), settings, run_name, partitions=partitions, batch_input=pinned)
+    return {**_plain(result), "snapshot": None if pinned is None else pinned.snapshot}
 
 
 def _end_of(until: date) -> int:
@@ -186,8 +191,14 @@ def _compute_views(settings: Settings, spark: SparkProvider, args: StepArgs) -> 
     until_ms = _end_of(until) if until is not None else None
     if logic is not None:
         check_logic_version(logic)
+    snapshot = args.optional("snapshot")
     return compute_views(
-        spark(), settings, cutoff_ms=cutoff_ms, logic_version=logic, until_ms=until_ms
+        spark(),
+        settings,
+        cutoff_ms=cutoff_ms,
+        logic_version=logic,
+        until_ms=until_ms,
+        snapshot=None if snapshot is None else args.integer("snapshot"),
     )
 
 
@@ -420,9 +431,10 @@ STEPS: dict[str, Step] = {
         Step(
             "compute-views",
             "Lambda: a new batch version (not published), up to a cutoff (ISO), the end of a "
-            "day (until), or what the archive closes",
+            "day (until), or what the archive closes; from the master dataset's snapshot the "
+            "raw gate checked (snapshot), else its latest",
             True,
-            ("cutoff", "until", "logic_version"),
+            ("cutoff", "until", "logic_version", "snapshot"),
             _compute_views,
         ),
         Step(

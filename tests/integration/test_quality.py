@@ -226,8 +226,14 @@ def test_a_corrupted_raw_partition_stops_the_batch_with_nothing_published(
     # `lk batch` and `lk drain` run the same gate: nothing new is even written.
     with connect(dq) as conn:
         before = conn.execute("select count(*) from view_versions").fetchone()
-    with pytest.raises(BatchError, match=r"^nothing published: quality gate master_partition"):
+    with pytest.raises(
+        BatchError, match=r"^nothing published: quality gate master_partition"
+    ) as batch:
         run_batch(spark, dq)
+    # run_batch's gate reads the new records from the one parse it shares with the recompute:
+    # the same two failures (the records found among the files the published batch lacks).
+    assert "event_ts is at most 7 days before received_ts" in str(batch.value)
+    assert "record_date/record_hour are the UTC date and hour" in str(batch.value)
     with connect(dq) as conn:
         after = conn.execute("select count(*) from view_versions").fetchone()
     assert after == before
