@@ -2,18 +2,21 @@
 
 A batch version reads the master dataset's `events` table at one Delta version, recorded here
 (table `batch_inputs` of the serving store). The raw gate then checks exactly what the next
-batch adds to what the published one saw: the partitions of the data files added to the table
-since that snapshot (Delta's file lists, read from its log: no data is scanned).
+batch adds to what the published one saw: the records of the data files added to the table
+since that snapshot (Delta's file lists, read from its log), read through their partitions so
+that nothing else is scanned.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.settings import Settings
 from core.store import versions
 from core.store.connection import connect
+from core.store.schema import create_all
 
 if TYPE_CHECKING:
     import psycopg
@@ -21,9 +24,9 @@ if TYPE_CHECKING:
 
 LAMBDA = "lambda"
 Partition = tuple[str, int]
-"""A master dataset partition: (event_date ``YYYY-MM-DD``, event_hour 0-23)."""
+"""A master dataset partition: (record_date ``YYYY-MM-DD``, record_hour 0-23)."""
 
-_PARTITION = re.compile(r"/event_date=(\d{4}-\d{2}-\d{2})/event_hour=(\d{1,2})/")
+_PARTITION = re.compile(r"/record_date=(\d{4}-\d{2}-\d{2})/record_hour=(\d{1,2})/")
 
 DDL = """create table if not exists batch_inputs (
     version integer primary key,
@@ -58,6 +61,7 @@ def published_input(settings: Settings) -> int | None:
     """The master events' Delta version the published batch read (None: none published, or
     published before this was recorded)."""
     with connect(settings) as conn:
+        create_all(conn)  # a first batch may come before anything else wrote to the store
         current = versions.current(conn, LAMBDA)
         if current is None:
             return None
@@ -80,16 +84,31 @@ def partitions_of(files: set[str]) -> set[Partition]:
     return found
 
 
-def added_since(spark: SparkSession, path: str, delta_version: int | None) -> list[Partition]:
-    """Partitions of the data files in the table now but not at ``delta_version`` (every
-    partition when None, or when that version is no longer in the log)."""
-    now = set(spark.read.format("delta").load(path).inputFiles())
-    before: set[str] = set()
+@dataclass(frozen=True)
+class Added:
+    """The data files of a table that a snapshot lacks, and their partitions."""
+
+    files: frozenset[str]
+    partitions: list[Partition]
+    everything: bool = False
+    """No earlier snapshot to compare with: every file of the table is new."""
+
+
+def added_since(
+    spark: SparkSession, path: str, delta_version: int | None, at: int | None = None
+) -> Added:
+    """The data files in the table at version ``at`` (now, when None) but not at
+    ``delta_version`` (every file when None, or when that version is no longer in the log),
+    with their partitions, sorted."""
+    now_table = spark.read.format("delta").load(path) if at is None else read_at(spark, path, at)
+    now = set(now_table.inputFiles())
+    before: set[str] | None = None
     if delta_version is not None:
         try:
             before = set(read_at(spark, path, delta_version).inputFiles())
         except Exception:
             # The log no longer reaches back there (or cannot be read): checking everything is
             # the safe answer, a gate never checks less than it should.
-            before = set()
-    return sorted(partitions_of(now - before))
+            before = None
+    added = now - (before or set())
+    return Added(frozenset(added), sorted(partitions_of(added)), everything=before is None)

@@ -1,9 +1,15 @@
 """The batch layer's computation: the five batch views from the whole master dataset up to a
 cutoff, written as a new version.
 
-The views come from the shared view logic (`core.views`), the same partial aggregates the
-speed layer and the Kappa job use. The run around it (gates, `ready`, the hand-off) is
-`batch_layer.steps`, whose `run_batch` runs it in one call.
+The master dataset holds the log's raw records; a batch run reads them at one pinned Delta
+version (`BatchInput`) and validates them here, with the shared parsing (`core.views.parsing`,
+as the speed layer and the Kappa job do), once per run: the raw gate checks the new valid
+events and the recompute reads them all from the same parse; the valid events are deduplicated
+over all history and cached for the five views, and the invalid ones are counted (the
+version's `quarantined`). The views come from the shared view logic
+(`core.views`), the same partial aggregates the speed layer and the Kappa job use. The run
+around it (gates, `ready`, the hand-off) is `batch_layer.steps`, whose `run_batch` runs it in
+one call.
 """
 
 from __future__ import annotations
@@ -11,18 +17,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
+from batch_layer import inputs
 from core.catalog import CLICK_WINDOW_MS, VIEWS
 from core.frames import empty_profiles
-from core.master_dataset import MasterDataset
+from core.master_dataset import PARTITION_COLUMNS, RAW_COLUMNS, MasterDataset, require_raw
 from core.settings import Settings
 from core.store.schema import batch_table
 from core.store.streams import to_timestamp
 from core.views import VIEW_INPUT_COLUMNS, compute_all, compute_view, parsing
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 LAMBDA = "lambda"
 
@@ -36,6 +43,8 @@ class BatchResult:
     version: int
     cutoff_ms: int
     row_counts: dict[str, int]
+    quarantined: int = 0
+    """Invalid records in the master dataset snapshot the version read."""
 
 
 def _utc(ms: int) -> datetime:
@@ -43,32 +52,175 @@ def _utc(ms: int) -> datetime:
 
 
 def read_master_events(spark: SparkSession, master: MasterDataset) -> DataFrame:
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, master.events):
+    """The master dataset's raw event records (valid or not, unparsed)."""
+    if not require_raw(spark, master.events):
         raise BatchError(f"the master dataset is empty ({master.events}): archive the log first")
     return spark.read.format("delta").load(master.events)
 
 
 def read_master_profiles(spark: SparkSession, master: MasterDataset) -> DataFrame:
-    from delta.tables import DeltaTable
-
-    if DeltaTable.isDeltaTable(spark, master.profiles):
-        return spark.read.format("delta").load(master.profiles)
+    """Every profile version and tombstone of the master dataset, parsed (`PROFILE_COLUMNS`)."""
+    if require_raw(spark, master.profiles):
+        raw = spark.read.format("delta").load(master.profiles)
+        return parsing.parse_profiles(raw.select(*RAW_COLUMNS))
     return empty_profiles(spark)
 
 
-def max_event_ts(events: DataFrame) -> int | None:
+def parse_master_events(raw: DataFrame) -> DataFrame:
+    """Raw master records validated with the shared parsing, narrowed to what a batch keeps:
+    `reason` (NULL when valid) and the columns the views read (NULL for an invalid record)."""
+    return parsing.parse_events(raw.select(*RAW_COLUMNS)).select("reason", *VIEW_INPUT_COLUMNS)
+
+
+CHECKED_COLUMNS: Final = (
+    *parsing.EVENT_COLUMNS,
+    *parsing.LOG_POSITION,
+    "timestamp",
+    *PARTITION_COLUMNS,
+)
+"""What the raw gate checks of each valid event: the event columns, its log position, Kafka
+timestamp and partition."""
+
+
+def checked_events(raw: DataFrame) -> DataFrame:
+    """The valid events among raw master records, as the raw gate checks them
+    (`CHECKED_COLUMNS`, shared parsing)."""
     from pyspark.sql import functions as F
 
-    row = events.agg(F.max("event_ts").alias("m")).first()
-    return None if row is None or row["m"] is None else int(row["m"])
+    parsed = parsing.parse_events(raw.select(*RAW_COLUMNS, *PARTITION_COLUMNS))
+    return parsed.where(F.col("reason").isNull()).select(*CHECKED_COLUMNS)
 
 
-def deduplicated(events: DataFrame) -> DataFrame:
-    """Every event of the master dataset once (the first in log order), with only the columns
-    the views read: the raw record stays behind, so the whole-history shuffle stays small."""
-    return parsing.first_in_log(events.select(*VIEW_INPUT_COLUMNS))
+def in_partitions(partitions: list[inputs.Partition]) -> Column:
+    """A filter Delta prunes partitions with: per date, the hours of that date."""
+    from pyspark.sql import functions as F
+
+    date, hour = PARTITION_COLUMNS
+    hours: dict[str, list[int]] = {}
+    for day, at in partitions:
+        hours.setdefault(day, []).append(at)
+    condition = F.lit(False)
+    for day, day_hours in sorted(hours.items()):
+        condition = condition | ((F.col(date) == day) & F.col(hour).isin(sorted(set(day_hours))))
+    return condition
+
+
+_NEW = "_new"
+"""Column of `BatchInput`'s shared parse: the record is in a file the published batch lacked."""
+
+
+class BatchInput:
+    """What one batch run reads: the master events at one pinned Delta version.
+
+    The raw gate checks the valid events of the files archived since the published batch's
+    snapshot (`checked`); the recompute reads every record of the snapshot (`parsed`). Both
+    read the same snapshot, so nothing reaches a version unchecked, and the snapshot is the
+    one recorded with the version (the next gate starts from it).
+
+    Parsing the raw records is the expensive part of a batch. Alone, each reader parses what
+    it needs (the gate only the new files, through their partitions). After `share`, the whole
+    snapshot is parsed once into a cache that both read: `run_batch` does that, since a first
+    batch's gate checks everything the recompute reads. `release` drops the caches.
+    """
+
+    def __init__(self, snapshot: int, added: inputs.Added, raw: DataFrame) -> None:
+        self.snapshot = snapshot
+        """The master events' Delta version read."""
+        self.added = added
+        """Its data files that the published batch's snapshot lacks."""
+        self._raw = raw
+        self._shared: DataFrame | None = None
+        self._parsed: DataFrame | None = None
+
+    def share(self) -> int:
+        """Parse the whole snapshot now, once, into a cache for the gate and the recompute (the
+        narrow columns both read, and whether each record is new); returns its record count."""
+        from pyspark.sql import functions as F
+
+        if self._shared is not None:
+            return self._shared.count()
+        if self.added.everything:
+            new = F.lit(True)
+        else:
+            new = F.col("_metadata.file_path").isin(sorted(self.added.files))
+        raw = self._raw.select(*RAW_COLUMNS, *PARTITION_COLUMNS, new.alias(_NEW))
+        columns = dict.fromkeys(("reason", *CHECKED_COLUMNS, *VIEW_INPUT_COLUMNS, _NEW))
+        self._shared = parsing.parse_events(raw).select(*columns).persist()
+        return self._shared.count()
+
+    def checked(self) -> DataFrame:
+        """The valid events of the new files, as the raw gate checks them (`CHECKED_COLUMNS`)."""
+        from pyspark.sql import functions as F
+
+        if self._shared is not None:
+            valid_new = F.col("reason").isNull() & F.col(_NEW)
+            return self._shared.where(valid_new).select(*CHECKED_COLUMNS)
+        raw = self._raw
+        if not self.added.everything:
+            files = F.col("_metadata.file_path").isin(sorted(self.added.files))
+            raw = raw.where(in_partitions(self.added.partitions) & files)
+        return checked_events(raw)
+
+    def parsed(self) -> DataFrame:
+        """Every record of the snapshot as `parse_master_events` gives it, cached: from the
+        shared parse, else parsed here (narrow) on first use."""
+        if self._shared is not None:
+            return self._shared.select("reason", *VIEW_INPUT_COLUMNS)
+        if self._parsed is None:
+            self._parsed = parse_master_events(self._raw).persist()
+        return self._parsed
+
+    def release(self) -> None:
+        """Drop the caches (the input can still be read: it parses again)."""
+        for frame in (self._shared, self._parsed):
+            if frame is not None:
+                frame.unpersist()
+        self._shared = self._parsed = None
+
+
+def open_input(
+    spark: SparkSession, settings: Settings, snapshot: int | None = None
+) -> BatchInput | None:
+    """The master events at Delta version ``snapshot`` (default: the latest, pinned now) and
+    what it holds beyond the published batch's snapshot; None when nothing is archived yet."""
+    master = MasterDataset.from_settings(settings)
+    if not require_raw(spark, master.events):
+        return None
+    if snapshot is None:
+        snapshot = inputs.latest_version(spark, master.events)
+    added = inputs.added_since(spark, master.events, inputs.published_input(settings), snapshot)
+    return BatchInput(snapshot, added, inputs.read_at(spark, master.events, snapshot))
+
+
+@dataclass(frozen=True)
+class ParseStats:
+    quarantined: int
+    """Invalid records: each counted once, as the API's `quarantined`."""
+    max_event_ts: int | None
+    """The greatest event time of a valid record (None: no valid record)."""
+
+
+def parse_stats(parsed: DataFrame) -> ParseStats:
+    """Counts of `parse_master_events` rows, in one pass."""
+    from pyspark.sql import functions as F
+
+    valid = F.col("reason").isNull()
+    row = parsed.agg(
+        F.count_if(~valid).alias("invalid"),
+        F.max(F.when(valid, F.col("event_ts"))).alias("max_ts"),
+    ).first()
+    if row is None:
+        return ParseStats(0, None)
+    return ParseStats(int(row["invalid"]), None if row["max_ts"] is None else int(row["max_ts"]))
+
+
+def deduplicated(parsed: DataFrame) -> DataFrame:
+    """Every valid event of `parse_master_events` once (the first in log order), with only the
+    columns the views read, so the whole-history shuffle stays small."""
+    from pyspark.sql import functions as F
+
+    valid = parsed.where(F.col("reason").isNull())
+    return parsing.first_in_log(valid.select(*VIEW_INPUT_COLUMNS))
 
 
 def batch_views(

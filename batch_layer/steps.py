@@ -1,16 +1,22 @@
 """The batch layer's run as steps, each a gate or a write: what the `lambda_batch` DAG runs.
 
-    partitions = close_archive(spark, settings)          # the log -> master dataset
-    validate_raw(spark, settings, run, partitions)        # gate: the new partitions
-    version = compute_views(spark, settings)              # a new version, status `building`
-    validate_views(spark, settings, version, run)         # gate: its views (else `failed`)
-    publish(spark, settings, version)                     # `ready`, then the hand-off
+    partitions = close_archive(spark, settings)        # the log -> master dataset
+    pinned = open_input(spark, settings)                # its events at one Delta version
+    validate_raw(spark, settings, run, batch_input=pinned)      # gate: what the batch adds
+    version = compute_views(spark, settings, snapshot=pinned.snapshot)  # new, `building`
+    validate_views(spark, settings, version, run)       # gate: its views (else `failed`)
+    publish(spark, settings, version)                   # `ready`, then the hand-off
 
 A gate raises ``core.quality.QualityGateError`` and nothing after it runs, so a failing suite
 leaves the published version serving: readers only ever see a version that passed both gates.
 `run_batch` is these steps in one call (without the archive and the hand-off):
 
     run_batch(spark, settings, cutoff_ms=None)   # scheduled: the cutoff the archive allows
+
+The master dataset holds raw log records: the raw gate and the recompute validate them with the
+shared parsing (`core.views.parsing`) as they read them, at one pinned snapshot
+(`batch_layer.job.BatchInput`; the DAG passes the gate's snapshot on to `compute_views`).
+`run_batch` parses that snapshot once for both.
 
 Every step is idempotent and safe to retry: the archiver appends each micro-batch once;
 a gate only reads (and re-records its result); a retried `compute_views` writes a new version
@@ -24,20 +30,24 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from batch_layer import inputs
-from batch_layer.cutoff import scheduled_cutoff
+from batch_layer.cutoff import drain_cutoff, scheduled_cutoff
 from batch_layer.inputs import Partition
 from batch_layer.job import (
     LAMBDA,
     BatchError,
+    BatchInput,
     BatchResult,
     batch_views,
+    checked_events,
     deduplicated,
-    max_event_ts,
+    in_partitions,
+    open_input,
+    parse_stats,
     read_master_events,
     read_master_profiles,
     write_version,
 )
-from core.master_dataset import MasterDataset
+from core.master_dataset import MasterDataset, require_raw
 from core.quality import layers
 from core.quality.result import QualityResult
 from core.settings import Settings
@@ -48,7 +58,7 @@ from core.store.streams import to_ms, to_timestamp
 from core.timefmt import iso
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 # --- 1. the archive -------------------------------------------------------------------------
@@ -66,38 +76,22 @@ def close_archive(spark: SparkSession, settings: Settings) -> list[Partition]:
 def new_partitions(spark: SparkSession, settings: Settings) -> list[Partition]:
     """The master dataset's partitions that received data since the snapshot the published
     batch read (every partition before the first); empty without an archive."""
-    from delta.tables import DeltaTable
-
     master = MasterDataset.from_settings(settings)
-    if not DeltaTable.isDeltaTable(spark, master.events):
+    if not require_raw(spark, master.events):
         return []
-    return inputs.added_since(spark, master.events, inputs.published_input(settings))
+    return inputs.added_since(spark, master.events, inputs.published_input(settings)).partitions
 
 
 # --- 2. the raw gate ------------------------------------------------------------------------
 
 
-def _in_partitions(partitions: list[Partition]) -> Column:
-    """A filter Delta prunes partitions with: per date, the hours of that date."""
-    from pyspark.sql import functions as F
-
-    hours: dict[str, list[int]] = {}
-    for day, hour in partitions:
-        hours.setdefault(day, []).append(hour)
-    condition = F.lit(False)
-    for day, day_hours in sorted(hours.items()):
-        condition = condition | (
-            (F.col("event_date") == day) & F.col("event_hour").isin(sorted(set(day_hours)))
-        )
-    return condition
-
-
 def partition_rows(
     spark: SparkSession, settings: Settings, partitions: list[Partition]
 ) -> DataFrame:
-    """The master dataset's event rows in ``partitions``."""
-    events = read_master_events(spark, MasterDataset.from_settings(settings))
-    return events.where(_in_partitions(partitions))
+    """The valid events of every master dataset record in ``partitions``, validated with the
+    shared parsing (`checked_events`)."""
+    raw = read_master_events(spark, MasterDataset.from_settings(settings))
+    return checked_events(raw.where(in_partitions(partitions)))
 
 
 def validate_raw(
@@ -105,15 +99,26 @@ def validate_raw(
     settings: Settings,
     run_name: str,
     partitions: list[Partition] | None = None,
+    *,
+    batch_input: BatchInput | None = None,
 ) -> QualityResult:
-    """Gate ``master_partition`` on ``partitions`` (default: ``new_partitions``); raises
-    ``QualityGateError`` on failure. Nothing new to check passes, with 0 expectations."""
+    """Gate ``master_partition`` on what the next batch adds: the records of ``batch_input``
+    (default: the latest snapshot) archived since the published batch's snapshot, or every
+    record of ``partitions``; raises ``QualityGateError`` on failure. Nothing new to check
+    passes, with 0 expectations."""
     from core.quality import records, validate
     from core.quality.checks import raise_on_failure
 
-    if partitions is None:
-        partitions = new_partitions(spark, settings)
-    if not partitions:
+    frame = None
+    if partitions is not None:
+        if partitions:
+            frame = partition_rows(spark, settings, partitions)
+    else:
+        if batch_input is None:
+            batch_input = open_input(spark, settings)
+        if batch_input is not None and batch_input.added.files:
+            frame = batch_input.checked()
+    if frame is None:
         return QualityResult(
             suite="master_partition",
             layer=layers.LAMBDA_BATCH,
@@ -123,7 +128,6 @@ def validate_raw(
             evaluated=0,
             failed=0,
         )
-    frame = partition_rows(spark, settings, partitions)
     result = validate(
         "master_partition", frame, settings=settings, layer=layers.LAMBDA_BATCH, run_name=run_name
     )
@@ -149,46 +153,86 @@ def cutoff_floor(published: versions.Version | None) -> int | None:
     return None if published is None or published.cutoff is None else to_ms(published.cutoff)
 
 
+def _choose_cutoff(
+    settings: Settings,
+    published_cutoff: int | None,
+    latest: int | None,
+    *,
+    drain: bool,
+    until_ms: int | None,
+) -> int:
+    """The cutoff of a run given none: what the archive closes (scheduled), the hour after the
+    last event (`drain`), capped at ``until_ms`` (a reprocess's range); never before the
+    published cutoff (the speed layer no longer holds the events before it)."""
+    if latest is None:
+        raise BatchError("the master dataset holds no valid event yet")
+    if drain:
+        cutoff_ms = drain_cutoff(latest)
+    else:
+        cutoff_ms = scheduled_cutoff(latest, settings.watermark_delay_ms)
+        if until_ms is not None:
+            cutoff_ms = min(cutoff_ms, until_ms)
+    return cutoff_ms if published_cutoff is None else max(cutoff_ms, published_cutoff)
+
+
 def compute(
     spark: SparkSession,
     settings: Settings,
     cutoff_ms: int | None = None,
     logic_version: str | None = None,
+    *,
+    drain: bool = False,
+    until_ms: int | None = None,
+    batch_input: BatchInput | None = None,
 ) -> BatchResult:
-    """Recompute the batch views and write them as a new version, left `building`."""
+    """Recompute the batch views from ``batch_input`` (default: the latest snapshot of the
+    master dataset) and write them as a new version, left `building`, with the snapshot it read.
+
+    The cutoff: ``cutoff_ms`` when given, else see `_choose_cutoff` (``drain``, ``until_ms``).
+    The recompute is the input's last reader: it releases the parse once the deduplicated
+    history is cached.
+    """
     from core.views.logic_versions import event_filter
 
     master = MasterDataset.from_settings(settings)
-    read_master_events(spark, master)  # a clear error when there is no archive yet
-    # One pinned snapshot, recorded with the version: the next raw gate checks what came after.
-    snapshot = inputs.latest_version(spark, master.events)
-    events = inputs.read_at(spark, master.events, snapshot)
-    published = published_version(settings)
-    published_cutoff = cutoff_floor(published)
-    if cutoff_ms is None:
-        latest = max_event_ts(events)
-        if latest is None:
-            raise BatchError("the master dataset holds no event yet")
-        cutoff_ms = scheduled_cutoff(latest, settings.watermark_delay_ms)
-        if published_cutoff is not None:  # never backwards (`lk drain` publishes a later one)
-            cutoff_ms = max(cutoff_ms, published_cutoff)
-    elif published_cutoff is not None and cutoff_ms < published_cutoff:
-        raise BatchError(
-            f"cutoff {iso(cutoff_ms)} is before the published batch's "
-            f"({iso(published_cutoff)}): choose a later one"
-        )
-    if logic_version is None and published is not None:
-        logic_version = published.logic_version  # a scheduled batch keeps the published logic
-    keep = event_filter(logic_version) if logic_version is not None else None
-    history = deduplicated(events).persist()  # read and deduplicated once for the five views
+    if batch_input is None:
+        batch_input = open_input(spark, settings)
+    if batch_input is None:
+        raise BatchError(f"the master dataset is empty ({master.events}): archive the log first")
+    history = None
     try:
+        # The parse (the expensive part), cached: read by the counts and the deduplication,
+        # then dropped once the deduplicated history holds what the views need.
+        parsed = batch_input.parsed()
+        stats = parse_stats(parsed)
+        published = published_version(settings)
+        published_cutoff = cutoff_floor(published)
+        if cutoff_ms is None:
+            cutoff_ms = _choose_cutoff(
+                settings, published_cutoff, stats.max_event_ts, drain=drain, until_ms=until_ms
+            )
+        elif published_cutoff is not None and cutoff_ms < published_cutoff:
+            raise BatchError(
+                f"cutoff {iso(cutoff_ms)} is before the published batch's "
+                f"({iso(published_cutoff)}): choose a later one"
+            )
+        if logic_version is None and published is not None:
+            logic_version = published.logic_version  # a scheduled batch keeps the published logic
+        keep = event_filter(logic_version) if logic_version is not None else None
+        history = deduplicated(parsed).persist()  # deduplicated once for the five views
+        history.count()  # filled from the parse's cache, which can go now
+        batch_input.release()
         views = batch_views(history, read_master_profiles(spark, master), cutoff_ms, keep)
         with connect(settings) as conn:
             create_all(conn)
             version = versions.begin_version(
-                conn, LAMBDA, cutoff=to_timestamp(cutoff_ms), logic_version=logic_version
+                conn,
+                LAMBDA,
+                cutoff=to_timestamp(cutoff_ms),
+                logic_version=logic_version,
+                quarantined=stats.quarantined,
             )
-            inputs.record(conn, version, snapshot)
+            inputs.record(conn, version, batch_input.snapshot)
             try:
                 counts = write_version(settings, views, version)
             except Exception:
@@ -196,8 +240,10 @@ def compute(
                 raise
             versions.mark(conn, LAMBDA, version, "building", row_counts=counts)
     finally:
-        history.unpersist()
-    return BatchResult(version, cutoff_ms, counts)
+        batch_input.release()
+        if history is not None:
+            history.unpersist()
+    return BatchResult(version, cutoff_ms, counts, stats.quarantined)
 
 
 def compute_views(
@@ -205,9 +251,18 @@ def compute_views(
     settings: Settings,
     cutoff_ms: int | None = None,
     logic_version: str | None = None,
+    *,
+    until_ms: int | None = None,
+    snapshot: int | None = None,
 ) -> int:
-    """Write a new batch version (status `building`, not visible); returns its number."""
-    return compute(spark, settings, cutoff_ms, logic_version).version
+    """Write a new batch version (status `building`, not visible); returns its number.
+    ``snapshot``: the master events' Delta version to read, the one the raw gate checked
+    (default: the latest)."""
+    batch_input = None if snapshot is None else open_input(spark, settings, snapshot)
+    result = compute(
+        spark, settings, cutoff_ms, logic_version, until_ms=until_ms, batch_input=batch_input
+    )
+    return result.version
 
 
 # --- 4. the views' gate ---------------------------------------------------------------------
@@ -271,9 +326,12 @@ def run_batch(
     cutoff_ms: int | None = None,
     logic_version: str | None = None,
     run_name: str | None = None,
+    drain: bool = False,
 ) -> BatchResult:
-    """Gate the new raw partitions, write a new batch version, gate its views and mark it
-    ready; returns it (not yet published: the speed layer's hand-off does that).
+    """Gate what the master dataset holds beyond the published batch, write a new batch
+    version from the same snapshot (parsed once for both), gate its views and mark it ready;
+    returns it (not yet published: the speed layer's hand-off does that). With `drain`, the
+    cutoff is the hour after the last archived event (`lk drain`).
 
     A failing gate raises `BatchError` (with the suite's one-line reasons): nothing is marked
     ready, and the published version keeps serving.
@@ -281,11 +339,22 @@ def run_batch(
     from core.quality import QualityGateError
 
     run = run_name or f"batch-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    batch_input = open_input(spark, settings)
+    if batch_input is None:
+        master = MasterDataset.from_settings(settings)
+        raise BatchError(f"the master dataset is empty ({master.events}): archive the log first")
     try:
-        validate_raw(spark, settings, run)
-        result = compute(spark, settings, cutoff_ms, logic_version)
+        # One snapshot and one parse for both readers: the gate checks exactly what the
+        # recompute then reads, and the raw records are parsed once (cached), not by each.
+        batch_input.share()
+        validate_raw(spark, settings, run, batch_input=batch_input)
+        result = compute(
+            spark, settings, cutoff_ms, logic_version, drain=drain, batch_input=batch_input
+        )
         validate_views(spark, settings, result.version, run)
     except QualityGateError as exc:
         raise BatchError(f"nothing published: {exc}") from exc
+    finally:
+        batch_input.release()
     mark_ready(settings, result.version)
     return result

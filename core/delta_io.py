@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -10,19 +10,25 @@ if TYPE_CHECKING:
 
 
 def append_once(
-    df: DataFrame, path: str, app_id: str, batch_id: int, partition_by: Iterable[str] = ()
+    df: DataFrame,
+    path: str,
+    app_id: str,
+    batch_id: int,
+    partition_by: Iterable[str] = (),
+    options: Mapping[str, str] | None = None,
 ) -> None:
     """Append a micro-batch's rows at most once per (app_id, batch_id).
 
     Delta records the pair in the same commit as the data (`txnAppId`, `txnVersion`) and skips
     a write whose version it has already committed: a micro-batch replayed after a crash
-    appends nothing twice.
+    appends nothing twice. ``options`` go to the Parquet writer (e.g. ``compression``).
     """
     writer = (
         df.write.format("delta")
         .mode("append")
         .option("txnAppId", app_id)
         .option("txnVersion", batch_id)
+        .options(**(options or {}))
     )
     partitions = tuple(partition_by)
     if partitions:

@@ -1,19 +1,46 @@
 """The master dataset: Lambda's immutable, append-only record of everything the log delivered.
 
-Three Delta tables on MinIO, written only by the archiver:
+Two Delta tables on MinIO, written only by the archiver, one per topic, each holding the log's
+records as Kafka gave them (`RAW_COLUMNS`: topic, partition, offset, Kafka timestamp, key,
+value) and when they were archived:
 
-- `events`: every valid event record as received (raw `value`, its `partition`, `offset`,
-  Kafka `timestamp`) with its parsed fields, partitioned by event date and hour;
+- `events`: every record of `events`, valid or not;
 - `profiles`: every profile version and tombstone of the CDC stream (compaction may drop
-  them from the log later; the master dataset keeps them);
-- `quarantine`: every invalid record with its reason, topic, partition and offset.
+  them from the log later; the master dataset keeps them).
+
+Nothing is parsed on the way in, so archiving runs at the speed of reading the log. Readers
+validate with the shared parsing (`core.views.parsing`: `parse_events`, `parse_profiles`),
+which gives every invalid record its reason: the quarantine is the invalid records of the
+master dataset, with their topic, partition and offset, derived where the data is read.
+
+Both tables are partitioned by the UTC date and hour of the record's Kafka timestamp
+(`record_date`, `record_hour`; for an event, `received_ts`), which needs no parsing and grows
+with time, so the records a batch has not seen yet sit in few, recent partitions.
+
+A master dataset written before the archiver kept raw records (parsed events partitioned by
+`event_date`/`event_hour`, and a separate `quarantine` table) cannot be read or appended to:
+`require_raw` recognises it and says how to start over (`MasterDatasetError`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
 from core.settings import Settings
+from core.views.parsing import KAFKA_COLUMNS
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, SparkSession
+
+RAW_COLUMNS: Final = KAFKA_COLUMNS
+"""The columns of a log record, as the Kafka source gives them and the parsing reads them."""
+PARTITION_COLUMNS: Final = ("record_date", "record_hour")
+"""The partitions: the UTC date (``YYYY-MM-DD``) and hour (0-23) of the Kafka timestamp."""
+
+
+class MasterDatasetError(RuntimeError):
+    """The master dataset is not in the form this code reads and writes (a one-line reason)."""
 
 
 @dataclass(frozen=True)
@@ -32,9 +59,34 @@ class MasterDataset:
     def profiles(self) -> str:
         return f"{self.root}/profiles"
 
-    @property
-    def quarantine(self) -> str:
-        return f"{self.root}/quarantine"
+
+def partition_values() -> tuple[Column, Column]:
+    """``record_date`` and ``record_hour`` of a Kafka record (the session time zone is UTC,
+    see ``core.spark``)."""
+    from pyspark.sql import functions as F
+
+    return (
+        F.date_format("timestamp", "yyyy-MM-dd").alias("record_date"),
+        F.hour("timestamp").alias("record_hour"),
+    )
 
 
-EVENT_PARTITION_COLUMNS = ("event_date", "event_hour")
+def require_raw(spark: SparkSession, path: str) -> bool:
+    """Whether the master dataset table at ``path`` exists (False: nothing archived there yet).
+
+    A table without the raw columns and partitions, such as one the archiver wrote before it
+    kept raw records, raises `MasterDatasetError` with what to do: an append to it or a read of
+    it would otherwise fail deep inside Spark. Reads only the table's Delta log."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        return False
+    columns = set(spark.read.format("delta").load(path).columns)
+    missing = [c for c in (*RAW_COLUMNS, *PARTITION_COLUMNS) if c not in columns]
+    if missing:
+        raise MasterDatasetError(
+            f"{path} is a master dataset of parsed events, from before the archiver kept raw "
+            f"log records (it has no {', '.join(missing)}): run `lk stack reset`, or delete the "
+            "master dataset and the archiver's checkpoints and archive the log again"
+        )
+    return True

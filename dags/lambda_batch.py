@@ -1,11 +1,13 @@
 """Lambda's batch layer, on a schedule (`LK_BATCH_SCHEDULE`, hourly by default).
 
-1. **close_archive**: archive what the log holds now into the master dataset (exactly once);
-   the new `(date, hour)` partitions go to the next task.
-2. **validate_raw**: the raw-events suites on those partitions. A failure stops the run here:
-   nothing is computed, nothing published, the previous version keeps serving.
-3. **compute_views**: a new batch version from the whole master dataset, up to the cutoff
-   the archive closes (not visible to readers).
+1. **close_archive**: archive what the log holds now into the master dataset (exactly once,
+   raw records); returns the `(date, hour)` partitions that received records.
+2. **validate_raw**: the raw-events suites on what the next batch adds (the records archived
+   since the published batch's snapshot, parsed with the shared parsing), in the master
+   dataset pinned at one Delta version. A failure stops the run here: nothing is computed,
+   nothing published, the previous version keeps serving.
+3. **compute_views**: a new batch version from the whole master dataset at the version the
+   gate checked, up to the cutoff the archive closes (not visible to readers).
 4. **validate_views**: the batch-view suites on that version; a failure marks it failed.
 5. **publish**: readers move to the new version (with the speed layer's hand-off).
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from airflow.sdk import chain, dag
 from lk_dags.backends import step_task
-from lk_dags.common import DEFAULT_ARGS, RUN_NAME, START_DATE, has_lambda, xcom
+from lk_dags.common import DEFAULT_ARGS, RUN_NAME, START_DATE, has_lambda, xcom, xcom_field
 
 from core.settings import get_settings
 
@@ -34,10 +36,10 @@ from core.settings import get_settings
 def lambda_batch() -> None:
     chain(
         step_task("close_archive", "close-archive"),
+        step_task("validate_raw", "validate-raw", run_name=RUN_NAME),
         step_task(
-            "validate_raw", "validate-raw", partitions=xcom("close_archive"), run_name=RUN_NAME
+            "compute_views", "compute-views", snapshot=xcom_field("validate_raw", "snapshot")
         ),
-        step_task("compute_views", "compute-views"),
         step_task(
             "validate_views", "validate-views", version=xcom("compute_views"), run_name=RUN_NAME
         ),

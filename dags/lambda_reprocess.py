@@ -3,7 +3,8 @@
 Trigger it with a **logic version** and, optionally, a **date range**:
 
 1. **validate_raw**: the raw-events suites again, on the master-dataset partitions of the
-   range (every partition when both ends are empty). A failure stops the run.
+   range (by the date records reached the log; every partition when both ends are empty).
+   A failure stops the run.
 2. **compute_views**: a new batch version with the chosen logic, from the whole master
    dataset (Lambda recomputes from all history), up to the end of `until` (UTC), or up to the
    cutoff the archive closes when `until` is empty or later; never before the published

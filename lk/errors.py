@@ -46,5 +46,12 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
             fail(" ".join(str(exc).split()) or type(exc).__name__)
         except KeyboardInterrupt:
             fail("interrupted")
+        except RuntimeError as exc:
+            # Imported only here: the module loads Spark, which most commands never need.
+            from core.master_dataset import MasterDatasetError
+
+            if isinstance(exc, MasterDatasetError):
+                fail(" ".join(str(exc).split()))
+            raise
 
     return wrapper

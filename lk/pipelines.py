@@ -22,10 +22,8 @@ def drain_lambda(spark: SparkSession, settings: Settings, echo: Echo) -> None:
     """Archive the log, recompute the batch views past its last event, catch the speed layer
     up and hand off: afterwards the serving layer reflects everything in the log."""
     from batch_layer import archiver
-    from batch_layer.cutoff import drain_cutoff
-    from batch_layer.job import BatchError, max_event_ts, read_master_events
+    from batch_layer.job import BatchError
     from batch_layer.steps import run_batch
-    from core.master_dataset import MasterDataset
     from core.timefmt import iso
     from speed_layer.lambda_speed import SpeedLayer
 
@@ -37,12 +35,21 @@ def drain_lambda(spark: SparkSession, settings: Settings, echo: Echo) -> None:
     try:
         archiver.drain(spark, settings)
         step("archived the log into the master dataset")
-        latest = max_event_ts(read_master_events(spark, MasterDataset.from_settings(settings)))
-        if latest is None:
-            raise PipelineError("the log holds no valid event yet: `lk produce` some first")
-        result = run_batch(spark, settings, cutoff_ms=drain_cutoff(latest))
+        # The cutoff comes from the batch's own parse of the master dataset (the hour after
+        # its last valid event): the master dataset holds raw records, parsed once per run.
+        try:
+            result = run_batch(spark, settings, drain=True)
+        except BatchError as exc:
+            if "holds no valid event" in str(exc):
+                raise PipelineError(
+                    "the log holds no valid event yet: `lk produce` some first"
+                ) from exc
+            raise
         counts = ", ".join(f"{k} {v:,}" for k, v in result.row_counts.items())
-        step(f"batch views v{result.version} up to {iso(result.cutoff_ms)}: {counts}")
+        step(
+            f"batch views v{result.version} up to {iso(result.cutoff_ms)}: {counts}; "
+            f"{result.quarantined:,} invalid records quarantined"
+        )
         SpeedLayer(spark, settings).drain()
         step("speed layer caught up; the new batch version is published")
     except BatchError as exc:

@@ -132,25 +132,29 @@ def _partitions_in_range(
     spark: SparkSession, settings: Settings, since: date | None, until: date | None
 ) -> list[tuple[str, int]]:
     """The master dataset's (date, hour) partitions with a date in [since, until]; an open end
-    reaches the first or last partition."""
-    from pyspark.sql import functions as F
-
+    reaches the first or last partition. The dates are those the records reached the log (their
+    Kafka timestamp), read from Delta's file list: nothing is parsed or scanned."""
+    from batch_layer.inputs import partitions_of
     from batch_layer.job import read_master_events
     from core.master_dataset import MasterDataset
 
     if since is not None and until is not None and until < since:
         raise StepError(f"validate-raw: until ({until}) is before since ({since})")
     events = read_master_events(spark, MasterDataset.from_settings(settings))
-    if since is not None:
-        events = events.where(F.col("event_date") >= since.isoformat())
-    if until is not None:
-        events = events.where(F.col("event_date") <= until.isoformat())
-    rows = events.select("event_date", "event_hour").distinct().collect()
-    return sorted((str(row["event_date"]), int(row["event_hour"])) for row in rows)
+    found = partitions_of(set(events.inputFiles()))
+    return sorted(
+        (day, hour)
+        for day, hour in found
+        if (since is None or day >= since.isoformat())
+        and (until is None or day <= until.isoformat())
+    )
 
 
 def _validate_raw(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    from batch_layer.steps import validate_raw
+    """The gate's result, and by default `snapshot`: the master events' Delta version it
+    checked, for `compute-views` to read (None when partitions were given or nothing is
+    archived)."""
+    from batch_layer.steps import open_input, validate_raw
 
     listed = args.optional("partitions")
     partitions: list[tuple[str, int]] | None = None
@@ -160,25 +164,18 @@ def _validate_raw(settings: Settings, spark: SparkProvider, args: StepArgs) -> J
         # A date range, even open at both ends (every partition): a reprocess re-validates it.
         partitions = _partitions_in_range(spark(), settings, args.day("since"), args.day("until"))
     run_name = args.text("run_name", "manual") or "manual"
-    return _plain(validate_raw(spark(), settings, run_name, partitions=partitions))
+    pinned = None if partitions is not None else open_input(spark(), settings)
+    result = validate_raw(spark(), settings, run_name, partitions=partitions, batch_input=pinned)
+    return {**_plain(result), "snapshot": None if pinned is None else pinned.snapshot}
 
 
-def _cutoff_until(spark: SparkSession, settings: Settings, until: date) -> int:
-    """The end of `until` (midnight after it, UTC), but never past what the archive closes (a
-    later cutoff would publish windows whose events are not all archived yet), nor before the
-    published batch's cutoff (the speed layer holds only the events after it)."""
-    from batch_layer.cutoff import scheduled_cutoff
-    from batch_layer.job import max_event_ts, read_master_events
-    from batch_layer.steps import cutoff_floor, published_version
-    from core.master_dataset import MasterDataset
-
+def _end_of(until: date) -> int:
+    """The end of `until` (midnight after it, UTC) in epoch ms: a reprocess's cutoff, which
+    `compute` caps at what the archive closes (a later cutoff would publish windows whose
+    events are not all archived yet) and keeps after the published batch's cutoff (the speed
+    layer holds only the events after it)."""
     end = datetime.combine(until + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
-    end_ms = int(end.timestamp() * 1000)
-    latest = max_event_ts(read_master_events(spark, MasterDataset.from_settings(settings)))
-    if latest is not None:
-        end_ms = min(end_ms, scheduled_cutoff(latest, settings.watermark_delay_ms))
-    floor = cutoff_floor(published_version(settings))
-    return end_ms if floor is None else max(end_ms, floor)
+    return int(end.timestamp() * 1000)
 
 
 def _compute_views(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
@@ -191,11 +188,18 @@ def _compute_views(settings: Settings, spark: SparkProvider, args: StepArgs) -> 
     if cutoff is not None and until is not None:
         raise StepError("compute-views: give cutoff or until, not both")
     cutoff_ms = parse_iso(cutoff) if cutoff is not None else None
-    if until is not None:
-        cutoff_ms = _cutoff_until(spark(), settings, until)
+    until_ms = _end_of(until) if until is not None else None
     if logic is not None:
         check_logic_version(logic)
-    return compute_views(spark(), settings, cutoff_ms=cutoff_ms, logic_version=logic)
+    snapshot = args.optional("snapshot")
+    return compute_views(
+        spark(),
+        settings,
+        cutoff_ms=cutoff_ms,
+        logic_version=logic,
+        until_ms=until_ms,
+        snapshot=None if snapshot is None else args.integer("snapshot"),
+    )
 
 
 def _validate_views(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
@@ -418,8 +422,8 @@ STEPS: dict[str, Step] = {
         ),
         Step(
             "validate-raw",
-            "Lambda: the raw-events suites on master partitions (a list, a date range, or the "
-            "step's default); stops at the gate on failure",
+            "Lambda: the raw-events suites on master partitions (a list, a date range) or, by "
+            "default, on what the next batch adds; stops at the gate on failure",
             True,
             ("partitions", "since", "until", "run_name"),
             _validate_raw,
@@ -427,9 +431,10 @@ STEPS: dict[str, Step] = {
         Step(
             "compute-views",
             "Lambda: a new batch version (not published), up to a cutoff (ISO), the end of a "
-            "day (until), or what the archive closes",
+            "day (until), or what the archive closes; from the master dataset's snapshot the "
+            "raw gate checked (snapshot), else its latest",
             True,
-            ("cutoff", "until", "logic_version"),
+            ("cutoff", "until", "logic_version", "snapshot"),
             _compute_views,
         ),
         Step(

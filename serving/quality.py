@@ -118,16 +118,15 @@ def _late_ids(settings: Settings, served: Served) -> set[str]:
 def _profile_history(spark: SparkSession, settings: Settings) -> list[ProfileChange] | None:
     """Every profile version from the master dataset (which compaction never touches), in
     log order; None without a master dataset."""
-    from delta.tables import DeltaTable
-
     from core.events import ProfileChange
-    from core.master_dataset import MasterDataset
-    from core.views.parsing import PROFILE_COLUMNS
+    from core.master_dataset import RAW_COLUMNS, MasterDataset, require_raw
+    from core.views.parsing import PROFILE_COLUMNS, parse_profiles
 
     path = MasterDataset.from_settings(settings).profiles
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not require_raw(spark, path):
         return None
-    rows = spark.read.format("delta").load(path).select(*PROFILE_COLUMNS).collect()
+    raw = spark.read.format("delta").load(path).select(*RAW_COLUMNS)
+    rows = parse_profiles(raw).select(*PROFILE_COLUMNS).collect()
     ordered = sorted(rows, key=lambda r: (r["partition"], r["offset"]))
     return [ProfileChange(r["user_id"], r["segment"], int(r["updated_ts"])) for r in ordered]
 

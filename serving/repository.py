@@ -24,7 +24,6 @@ from core.catalog import ViewSpec
 from core.store.schema import batch_table, realtime_table
 from core.store.streams import (
     KAPPA_PREFIX,
-    LAMBDA_ARCHIVER,
     LAMBDA_SPEED,
     kappa_stream,
     to_ms,
@@ -159,7 +158,21 @@ def _progress(conn: psycopg.Connection, streams: list[str]) -> dict[str, tuple[A
     return {row[0]: tuple(row[1:]) for row in rows}
 
 
+def _batch_quarantined(conn: psycopg.Connection, version: int) -> int:
+    row = conn.execute(
+        "select quarantined from view_versions where architecture = 'lambda' and version = %s",
+        (version,),
+    ).fetchone()
+    return 0 if row is None or row[0] is None else int(row[0])
+
+
 def read_meta(conn: psycopg.Connection, architecture: ReadArchitecture) -> ViewMeta:
+    """`meta` of an answer. Lambda's `quarantined` is the larger of two counts of the log's
+    invalid records, each record counted once: the published batch's (the master dataset
+    snapshot it read) and the speed layer's (what it has read of the log). Both count from the
+    log's start; the speed layer's is the fresher one while it runs ahead of the batches, the
+    batch's stands for records the speed layer never read (it started over, or retention
+    removed them from the log first). Kappa's is its stream's."""
     alias = conn.execute(
         "select version, cutoff from view_alias where architecture = %s", (architecture,)
     ).fetchone()
@@ -168,19 +181,20 @@ def read_meta(conn: psycopg.Connection, architecture: ReadArchitecture) -> ViewM
 
     if architecture == "lambda":
         stream: str | None = LAMBDA_SPEED
-        quarantine_stream: str | None = LAMBDA_ARCHIVER
     else:
-        stream = quarantine_stream = None if version is None else kappa_stream(version)
+        stream = None if version is None else kappa_stream(version)
         cutoff = None
-    progress = _progress(conn, [s for s in (stream, quarantine_stream) if s is not None])
+    progress = _progress(conn, [stream] if stream is not None else [])
     speed = progress.get(stream or "")
-    quarantine = progress.get(quarantine_stream or "")
+    quarantined = 0 if speed is None else int(speed[2])
+    if architecture == "lambda" and version is not None:
+        quarantined = max(quarantined, _batch_quarantined(conn, version))
     return ViewMeta(
         architecture=architecture,
         view_version=version,
         batch_cutoff=cutoff,
         speed_watermark=None if speed is None or speed[0] is None else iso(to_ms(speed[0])),
-        quarantined=0 if quarantine is None else int(quarantine[2]),
+        quarantined=quarantined,
         late_dropped=0 if speed is None else int(speed[1]),
         stream=stream,
     )

@@ -56,7 +56,7 @@ def events(df: DataFrame, *, partitioned: bool) -> DataFrame:
         derived[s.DQ_SEND_DELAY] = minus(sent, device)
         derived[s.DQ_EVENT_TS_DRIFT] = minus(minus(event_ts, device), minus(received, sent))
         derived[s.DQ_ARRIVAL_LAG] = minus(received, event_ts)
-    if partitioned and _has(cols, "event_ts", "event_date", "event_hour"):
+    if partitioned and _has(cols, "timestamp", *s.PARTITION_COLUMN_TYPES):
         derived[s.DQ_PARTITION_MISMATCH] = _partition_mismatch()
     # Only these columns reach Great Expectations: a frame with wide raw columns (the master
     # dataset keeps the Kafka value) is not cached or scanned whole for nothing.
@@ -65,25 +65,26 @@ def events(df: DataFrame, *, partitioned: bool) -> DataFrame:
 
 
 def _partition_mismatch() -> Column:
-    """``"<date>/<hour> for event_ts <iso>"`` where the partition columns do not hold the UTC
-    date and hour of ``event_ts``, else NULL. Computed on the integer milliseconds, so the
-    session time zone plays no part."""
+    """``"<date>/<hour> for Kafka timestamp <iso>"`` where the partition columns do not hold
+    the UTC date and hour of the record's Kafka timestamp, else NULL. Computed on the integer
+    milliseconds, so the session time zone plays no part."""
     from pyspark.sql import functions as F
 
-    event_ts = F.col("event_ts")
-    day = F.floor(event_ts / F.lit(DAY_MS)).cast("int")
+    date, hour = s.PARTITION_COLUMN_TYPES
+    record_ts = F.unix_millis(F.col("timestamp"))
+    day = F.floor(record_ts / F.lit(DAY_MS)).cast("int")
     expected_date = F.date_from_unix_date(day).cast("string")
-    expected_hour = F.floor(F.pmod(event_ts, F.lit(DAY_MS)) / F.lit(HOUR_MS)).cast("int")
-    matches = F.col("event_date").cast("string").eqNullSafe(expected_date) & F.col(
-        "event_hour"
-    ).eqNullSafe(expected_hour)
+    expected_hour = F.floor(F.pmod(record_ts, F.lit(DAY_MS)) / F.lit(HOUR_MS)).cast("int")
+    matches = F.col(date).cast("string").eqNullSafe(expected_date) & F.col(hour).eqNullSafe(
+        expected_hour
+    )
     described = F.concat_ws(
         " ",
-        F.concat_ws("/", F.col("event_date").cast("string"), F.col("event_hour").cast("string")),
-        F.lit("for event_ts"),
-        F.date_format(F.timestamp_millis(event_ts), "yyyy-MM-dd'T'HH:mm:ss'Z'"),
+        F.concat_ws("/", F.col(date).cast("string"), F.col(hour).cast("string")),
+        F.lit("for Kafka timestamp"),
+        F.date_format(F.timestamp_millis(record_ts), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
     )
-    return F.when(event_ts.isNotNull() & ~matches, described)
+    return F.when(record_ts.isNotNull() & ~matches, described)
 
 
 # --- views --------------------------------------------------------------------------------------

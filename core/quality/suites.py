@@ -3,8 +3,9 @@
 Suite names are also the ``kind`` callers pass to ``core.quality.validate``:
 
 - ``raw_events``: valid parsed events (``core.views.parsing.valid_events``) on Spark;
-- ``master_partition``: rows of the master dataset's ``events`` table (one or more
-  ``event_date``/``event_hour`` partitions) on Spark;
+- ``master_partition``: the valid events of master dataset records (what the next batch adds,
+  or whole ``record_date``/``record_hour`` partitions), parsed with the shared parsing, with
+  their Kafka timestamp and partition, on Spark;
 - ``batch_views.<view>`` and ``realtime_views.<view>``: one view's rows (one version or one
   stream), on pandas;
 - ``reconciliation``: the table of ``core.quality.reconciliation.reconcile``, on pandas.
@@ -86,9 +87,10 @@ EVENT_COLUMN_TYPES: Final[dict[str, list[str]]] = {
     "offset": _LONG,
 }
 PARTITION_COLUMN_TYPES: Final[dict[str, list[str]]] = {
-    "event_date": _STRING,
-    "event_hour": ["IntegerType"],
+    "record_date": _STRING,
+    "record_hour": ["IntegerType"],
 }
+"""The master dataset's partition columns: the UTC date and hour of the Kafka timestamp."""
 ALWAYS_NOT_NULL: Final = (
     "event_id",
     "type",
@@ -203,7 +205,7 @@ def _partition_expectations() -> list[Any]:
 
     return [
         gxe.ExpectTableRowCountToBeBetween(
-            min_value=1, description="the partition holds at least one event"
+            min_value=1, description="the records checked hold at least one valid event"
         ),
         *(gxe.ExpectColumnToExist(column=c) for c in PARTITION_COLUMN_TYPES),
         *(
@@ -212,7 +214,9 @@ def _partition_expectations() -> list[Any]:
         ),
         gxe.ExpectColumnValuesToBeNull(
             column=DQ_PARTITION_MISMATCH,
-            description="event_date/event_hour are the UTC date and hour of event_ts",
+            description=(
+                "record_date/record_hour are the UTC date and hour of the Kafka timestamp"
+            ),
         ),
         gxe.ExpectCompoundColumnsToBeUnique(
             column_list=["partition", "offset"],

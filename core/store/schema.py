@@ -2,7 +2,8 @@
 
 - `view_alias`: per architecture, the view version readers see (and Lambda's batch cutoff).
   Switching it is one UPDATE, so a reader never sees half a version or a mix of two.
-- `view_versions`: the history of versions: building, published, retired, failed.
+- `view_versions`: the history of versions: building, published, retired, failed (a batch
+  version with the count of invalid records in the master dataset snapshot it read).
 - `batch_<view>`: batch views, every row tagged with its version.
 - `rt_<view>`: real-time views, keyed by stream (`lambda-speed`, `kappa-v3`, ...) and the
   view's key; written by idempotent keyed upserts.
@@ -58,7 +59,10 @@ def ddl() -> list[str]:
             created_at timestamptz not null default now(),
             published_at timestamptz,
             retired_at timestamptz,
+            quarantined bigint,
             primary key (architecture, version))""",
+        # Stores created before batch versions counted the quarantine.
+        "alter table view_versions add column if not exists quarantined bigint",
         """create table if not exists stream_progress (
             stream text primary key,
             last_batch_id bigint not null default -1,

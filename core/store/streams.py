@@ -1,6 +1,6 @@
 """Names of the streams that write to the serving store, and exact time conversions.
 
-Writers (archiver, speed layer, Kappa job) and the reader (serving) take these names from here.
+Writers (speed layer, Kappa job) and the reader (serving) take these names from here.
 """
 
 from __future__ import annotations
@@ -9,9 +9,6 @@ from datetime import UTC, datetime, timedelta
 
 LAMBDA_SPEED = "lambda-speed"
 """The Lambda speed layer's real-time rows and progress."""
-
-LAMBDA_ARCHIVER = "lambda-archiver"
-"""The archiver's progress: the master dataset's quarantine count."""
 
 KAPPA_PREFIX = "kappa-v"
 """Kappa stream job version N writes stream `kappa-vN`."""

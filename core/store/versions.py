@@ -33,8 +33,10 @@ def begin_version(
     *,
     cutoff: datetime | None,
     logic_version: str | None = None,
+    quarantined: int | None = None,
 ) -> int:
-    """Reserve the next version number, status `building`."""
+    """Reserve the next version number, status `building`. ``quarantined``: the invalid
+    records of the input a batch version read (None for a stream's version)."""
     with conn.transaction():
         conn.execute("select pg_advisory_xact_lock(hashtext('view_versions'))")
         row = conn.execute(
@@ -43,9 +45,10 @@ def begin_version(
         ).fetchone()
         version = int(row[0]) if row else 1
         conn.execute(
-            "insert into view_versions (architecture, version, status, cutoff, logic_version) "
-            "values (%s, %s, 'building', %s, %s)",
-            (architecture, version, cutoff, logic_version),
+            "insert into view_versions "
+            "(architecture, version, status, cutoff, logic_version, quarantined) "
+            "values (%s, %s, 'building', %s, %s, %s)",
+            (architecture, version, cutoff, logic_version, quarantined),
         )
     return version
 

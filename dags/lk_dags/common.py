@@ -37,6 +37,13 @@ def xcom(task_id: str) -> str:
     return f"{{{{ ti.xcom_pull(task_ids='{task_id}') | tojson }}}}"
 
 
+def xcom_field(task_id: str, key: str) -> str:
+    """A step argument: field `key` of what task `task_id` returned (a JSON object), as JSON
+    (`null` when absent)."""
+    pulled = f"(ti.xcom_pull(task_ids='{task_id}') or {{}})"
+    return f"{{{{ {pulled}.get('{key}') | tojson }}}}"
+
+
 def param(name: str) -> str:
     """A step argument: the run's param `name`, as JSON (`null` when left empty)."""
     return f"{{{{ params.{name} | tojson }}}}"

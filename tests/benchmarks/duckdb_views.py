@@ -7,9 +7,10 @@ answers agree. It follows CONTRACT §3 and the batch layer's cutoff rules (`batc
 deduplicate over all history (first in log order wins), window views on events before
 cutoff + 30 min then cut at the cutoff, sessions on events before the cutoff.
 
-Input: the Parquet files of the master dataset's current Delta snapshot, as Spark lists them
-(DuckDB's `delta` extension cannot be downloaded here), read from MinIO through pyarrow's S3
-file system into DuckDB tables.
+Input: the master dataset's valid events and profile versions as the shared parsing gives them
+(the master dataset holds raw records, and DuckDB has no copy of the validation), written once
+by Spark as Parquet (`parsed_input`; DuckDB's `delta` extension cannot be downloaded here), read
+from MinIO through pyarrow's S3 file system into DuckDB tables.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ if TYPE_CHECKING:
     import duckdb
     from pyspark.sql import SparkSession
 
-# What the five views read of an event: the rest of a master row (raw value, key, Kafka
-# timestamp, archive time) is carried for the record only; Spark reads the same subset.
+    from core.master_dataset import MasterDataset
+
+# What the five views read of an event; Spark reads the same subset.
 EVENT_COLUMNS = VIEW_INPUT_COLUMNS
 
 
@@ -111,11 +113,24 @@ class DuckResult:
     view_seconds: dict[str, float] = field(default_factory=dict)
 
 
-def active_files(spark: SparkSession, path: str) -> list[str]:
-    """The Parquet files of a Delta table's current snapshot (as Spark resolves the log)."""
-    from delta.tables import DeltaTable
+def parsed_input(
+    spark: SparkSession, settings: Settings, master: MasterDataset
+) -> tuple[list[str], list[str]]:
+    """Parquet files of the master dataset's valid events (the view columns) and profile
+    versions, parsed by Spark with the shared parsing; their URIs (events, profiles)."""
+    from pyspark.sql import functions as F
 
-    return list(DeltaTable.forPath(spark, path).toDF().inputFiles())
+    from batch_layer import job
+
+    root = f"s3a://{settings.views_bucket}/bench/duckdb-input"
+    parsed = job.parse_master_events(job.read_master_events(spark, master))
+    events = parsed.where(F.col("reason").isNull()).select(*EVENT_COLUMNS)
+    events.write.mode("overwrite").parquet(f"{root}/events")
+    job.read_master_profiles(spark, master).write.mode("overwrite").parquet(f"{root}/profiles")
+    return (
+        list(spark.read.parquet(f"{root}/events").inputFiles()),
+        list(spark.read.parquet(f"{root}/profiles").inputFiles()),
+    )
 
 
 def _dataset(settings: Settings, uris: list[str]) -> Any:

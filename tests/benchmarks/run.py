@@ -307,8 +307,10 @@ class Bench:
         spark = self.spark_session(main)
         master = MasterDataset.from_settings(main)
         batch = self.results.data["batch"]
-        event_files = duckdb_views.active_files(spark, master.events)
-        profile_files = duckdb_views.active_files(spark, master.profiles)
+        # The master dataset holds raw records, validated where they are read with the shared
+        # parsing, which DuckDB has no copy of: Spark's parse (valid events, profile versions)
+        # is written once as Parquet, and DuckDB computes the views from those files.
+        event_files, profile_files = duckdb_views.parsed_input(spark, main, master)
         result = duckdb_views.compute(main, event_files, profile_files, batch["cutoff_ms"])
         spark_rows = duckdb_views.spark_rows(main, batch["version"])
         comparison = duckdb_views.compare(result.rows, spark_rows)

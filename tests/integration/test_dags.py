@@ -203,8 +203,8 @@ def test_a_corrupted_raw_partition_stops_lambda_batch_at_the_gate(
         newest = conn.execute(
             "select max(version) from view_versions where architecture = %s", (LAMBDA,)
         ).fetchone()
-    # Valid for the parser (device_ts <= sent_ts), so archived: but sent 30 days after it
-    # happened, which the raw suite refuses. Its partition is new: the gate checks it.
+    # Valid for the parser (device_ts <= sent_ts): but sent 30 days after it happened, which
+    # the raw suite refuses. It is archived after the published batch: the gate checks it.
     received = max(
         json.loads(line)["received_ts"]
         for line in deployment["events"].read_text().splitlines()

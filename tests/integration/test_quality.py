@@ -184,20 +184,32 @@ def test_a_corrupted_raw_partition_stops_the_batch_with_nothing_published(
 ) -> None:
     from pyspark.sql import functions as F
 
+    from core.views.parsing import parse_events
+
     published = _alias(dq, "lambda")
     master = MasterDataset.from_settings(dq)
-    events = spark.read.format("delta").load(master.events)
-    order = events.where(F.col("type") == "order").limit(1)
-    page_view = events.where(F.col("type") == "page_view").limit(1)
-    corrupted = order.withColumn("amount_cents", F.lit(-500).cast("long")).unionByName(
-        page_view.withColumn("event_hour", ((F.col("event_hour") + 1) % 24).cast("int"))
+    records = spark.read.format("delta").load(master.events)
+    parsed = parse_events(records).where(F.col("reason").isNull())
+    # Two raw records appended as if archived, both events the shared parsing accepts: an
+    # order whose device clock claims it happened 8 days before it was sent (beyond any sane
+    # delivery: the gate refuses it), and a page view filed under the wrong hour.
+    order = parsed.where(F.col("type") == "order").limit(1)
+    fields = ("event_id", "type", "user_id", "amount_cents", "sent_ts", "received_ts")
+    stale = F.to_json(F.struct(*fields, (F.col("sent_ts") - 8 * 24 * 3_600_000).alias("device_ts")))
+    page_view = parsed.where(F.col("type") == "page_view").select(*records.columns).limit(1)
+    corrupted = (
+        order.withColumn("value", stale.cast("binary"))
+        .select(*records.columns)
+        .unionByName(
+            page_view.withColumn("record_hour", ((F.col("record_hour") + 1) % 24).cast("int"))
+        )
     )
     (
         corrupted.withColumn("offset", F.col("offset") + 1_000_000_000)  # not a duplicate record
         .withColumn("archived_at", F.current_timestamp())
         .write.format("delta")
         .mode("append")
-        .partitionBy("event_date", "event_hour")
+        .partitionBy("record_date", "record_hour")
         .save(master.events)
     )
 
@@ -206,18 +218,62 @@ def test_a_corrupted_raw_partition_stops_the_batch_with_nothing_published(
         steps.validate_raw(spark, dq, "corrupted-run", partitions)
     failures = info.value.result.failures
     assert len(failures) == 2, failures
-    assert failures[0].startswith("amount_cents is never negative: 1 of ")
-    assert failures[0].endswith("e.g. [-500]")
+    assert failures[0].startswith("event_ts is at most 7 days before received_ts"), failures
     assert failures[1].startswith(
-        "event_date/event_hour are the UTC date and hour of event_ts: 1 of"
+        "record_date/record_hour are the UTC date and hour of the Kafka timestamp: 1 of"
     )
 
     # `lk batch` and `lk drain` run the same gate: nothing new is even written.
     with connect(dq) as conn:
         before = conn.execute("select count(*) from view_versions").fetchone()
-    with pytest.raises(BatchError, match=r"^nothing published: quality gate master_partition"):
+    with pytest.raises(
+        BatchError, match=r"^nothing published: quality gate master_partition"
+    ) as batch:
         run_batch(spark, dq)
+    # run_batch's gate reads the new records from the one parse it shares with the recompute:
+    # the same two failures (the records found among the files the published batch lacks).
+    assert "event_ts is at most 7 days before received_ts" in str(batch.value)
+    assert "record_date/record_hour are the UTC date and hour" in str(batch.value)
     with connect(dq) as conn:
         after = conn.execute("select count(*) from view_versions").fetchone()
     assert after == before
     assert _alias(dq, "lambda") == published
+
+
+def test_a_master_dataset_from_before_raw_archiving_stops_lk_in_one_line(
+    stack: Settings, spark: Any
+) -> None:
+    """A master dataset the archiver wrote before it kept raw records (parsed valid events by
+    event date and hour) is neither appended to nor read: `lk drain` says what to do."""
+    from pyspark.sql import functions as F
+
+    from core.views.parsing import parse_events
+    from tests.unit.test_quality_events import LINES
+    from tests.unit.test_spark_parsing import kafka_frame, kafka_rows
+
+    old = isolated_settings(stack, "old")
+    events = MasterDataset.from_settings(old).events
+    parsed = parse_events(kafka_frame(spark, kafka_rows(LINES)))
+    (
+        parsed.where(F.col("reason").isNull())
+        .drop("reason")
+        .withColumn("event_date", F.date_format("event_time", "yyyy-MM-dd"))
+        .withColumn("event_hour", F.hour("event_time"))
+        .withColumn("archived_at", F.current_timestamp())
+        .write.format("delta")
+        .partitionBy("event_date", "event_hour")
+        .save(events)
+    )
+    version = spark.sql(f"describe history delta.`{events}`").count()
+
+    result = run_lk("drain", "--architecture", "lambda", env=settings_env(old), timeout=600)
+    assert result.returncode == 1, result.stdout[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("lk: error:")]
+    assert errors == [
+        f"lk: error: {events} is a master dataset of parsed events, from before the archiver "
+        "kept raw log records (it has no record_date, record_hour): run "
+        "`lk stack reset`, or delete the master dataset and the archiver's checkpoints and "
+        "archive the log again"
+    ], result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert spark.sql(f"describe history delta.`{events}`").count() == version  # left as it was

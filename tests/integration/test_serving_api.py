@@ -463,22 +463,40 @@ def test_timestamps_keep_their_milliseconds(client: TestClient, store: psycopg.C
 # --- meta ------------------------------------------------------------------------------------
 
 
+def set_batch_quarantined(conn: psycopg.Connection, version: int, quarantined: int) -> None:
+    conn.execute(
+        "insert into view_versions (architecture, version, status, quarantined) "
+        "values ('lambda', %s, 'published', %s)",
+        (version, quarantined),
+    )
+
+
 def test_lambda_meta(client: TestClient, store: psycopg.Connection) -> None:
     set_alias(store, "lambda", 3, cutoff=at("10:00"))
-    set_progress(
-        store, "lambda-speed", watermark=at("10:49:59.123"), late_dropped=4, quarantined=99
-    )
-    set_progress(store, "lambda-archiver", watermark=at("11:00"), late_dropped=1, quarantined=7)
+    set_batch_quarantined(store, 2, 70)  # an older version's count is not the published one's
+    set_batch_quarantined(store, 3, 7)
+    set_progress(store, "lambda-speed", watermark=at("10:49:59.123"), late_dropped=4, quarantined=5)
     set_progress(store, "kappa-v3", watermark=at("12:00"), late_dropped=5, quarantined=8)
     assert get(client, "unique_users")["meta"] == {
         "architecture": "lambda",
         "view_version": 3,
         "batch_cutoff": "2026-11-01T10:00:00Z",
         "speed_watermark": "2026-11-01T10:49:59.123Z",
-        "quarantined": 7,
+        "quarantined": 7,  # the batch's count: the speed layer has read less of the log
         "late_dropped": 4,
         "stream": "lambda-speed",
     }
+
+
+def test_lambda_quarantined_is_the_speed_layers_when_it_has_read_further(
+    client: TestClient, store: psycopg.Connection
+) -> None:
+    # Both count the log's invalid records from its start: the larger has read further.
+    set_progress(store, "lambda-speed", quarantined=99)
+    assert get(client, "page_views")["meta"]["quarantined"] == 99  # no batch published yet
+    set_alias(store, "lambda", 1, cutoff=at("10:00"))
+    set_batch_quarantined(store, 1, 40)
+    assert get(client, "page_views")["meta"]["quarantined"] == 99
 
 
 def test_kappa_reads_only_the_stream_of_its_alias_version(
@@ -493,7 +511,7 @@ def test_kappa_reads_only_the_stream_of_its_alias_version(
     insert_rt(store, "page_views", "kappa-v20", [pv("/a", "09:00", 201)])
     set_progress(store, "kappa-v2", watermark=at("10:50"), late_dropped=3, quarantined=9)
     set_progress(store, "kappa-v1", watermark=at("11:50"), late_dropped=30, quarantined=90)
-    set_progress(store, "lambda-archiver", quarantined=900)
+    set_batch_quarantined(store, 2, 900)
 
     body = get(client, "page_views", architecture="kappa")
     assert body["rows"] == [pv("/a", "09:00", 21), pv("/c", "10:00", 22)]

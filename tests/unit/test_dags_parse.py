@@ -8,6 +8,7 @@ validated against the Kubernetes schema, and the command each pod runs is checke
 
 from __future__ import annotations
 
+import copy
 import os
 import socket
 import sys
@@ -323,3 +324,18 @@ def test_kubernetes_sensor_pokes_run_one_replay_round_in_a_pod(
     result = backends._replay_round(Settings(), 4)
     assert result == {"caught_up": False, "lag": {"events/3": 2500}}
     assert ran == [["lk", "step", "kappa-replay-round", "--xcom-file", XCOM, "version=4"]]
+
+
+def test_lambda_batch_computes_the_snapshot_its_raw_gate_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """compute_views reads the master dataset at the Delta version validate_raw pinned, so no
+    record archived in between reaches a version unchecked."""
+    bag = parse(monkeypatch, **{**K8S_ENV, "LK_SPARK_MASTER": "local[2]"})
+    for gate, rendered in (({"success": True, "snapshot": 12}, "12"), (None, "null")):
+        task = copy.deepcopy(bag.dags["lambda_batch"].get_task("compute_views"))  # rendered
+        context = {"ti": _TaskInstance({"validate_raw": gate}), "run_id": "r", "params": {}}
+        base = next(
+            c for c in _pod(task, monkeypatch, context)["spec"]["containers"] if c["name"] == "base"
+        )
+        assert base["args"][2:] == ["compute-views", "--xcom-file", XCOM, f"snapshot={rendered}"]

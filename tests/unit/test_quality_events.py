@@ -16,6 +16,8 @@ import pytest
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from batch_layer.archiver import archived_rows
+from batch_layer.steps import checked_events
 from core.oracle import load_jsonl_values
 from core.quality import QualityGateError, gate, validate
 from core.settings import Settings
@@ -69,16 +71,10 @@ def raw_events(spark: SparkSession, lines: list[bytes] = LINES) -> DataFrame:
 
 
 def master_rows(spark: SparkSession, lines: list[bytes] = LINES) -> DataFrame:
-    """The rows the archiver appends to the master dataset's events table (its transform,
-    ``batch_layer.archiver.archive_events_batch``, without the Delta write)."""
-    return (
-        parsed(spark, lines)
-        .where(F.col("reason").isNull())
-        .drop("reason")
-        .withColumn("event_date", F.date_format("event_time", "yyyy-MM-dd"))
-        .withColumn("event_hour", F.hour("event_time"))
-        .withColumn("archived_at", F.current_timestamp())
-    )
+    """What the raw gate validates of the master dataset's events: the archiver's rows
+    (``batch_layer.archiver.archived_rows``, without the Delta write), parsed as the gate
+    parses them (``batch_layer.steps.checked_events``)."""
+    return checked_events(archived_rows(kafka_frame(spark, kafka_rows(lines))))
 
 
 def corrupt(df: DataFrame, event_id: str, column: str, value: Column) -> DataFrame:
@@ -206,14 +202,14 @@ def test_master_partition_passes_on_archived_rows(
 def test_master_partition_flags_a_row_in_the_wrong_hour(
     good_master: DataFrame, dq_settings: Settings
 ) -> None:
-    df = corrupt(good_master, "e1", "event_hour", F.lit(11))
+    df = corrupt(good_master, "e1", "record_hour", F.lit(11))
     result = validate(
         "master_partition", df, settings=dq_settings, layer="lambda-batch", run_name="m2"
     )
     assert not result.success
     assert result.failures == (
-        "event_date/event_hour are the UTC date and hour of event_ts: 1 of 6 rows unexpected, "
-        "e.g. ['2026-11-01/11 for event_ts 2026-11-01T10:00:01Z']",
+        "record_date/record_hour are the UTC date and hour of the Kafka timestamp: 1 of 6 rows "
+        "unexpected, e.g. ['2026-11-01/11 for Kafka timestamp 2026-11-01T10:00:01.400Z']",
     )
 
 
@@ -225,7 +221,7 @@ def test_master_partition_flags_an_empty_partition_and_a_record_archived_twice(
         "master_partition", empty, settings=dq_settings, layer="lambda-batch", run_name="m3"
     )
     assert not result.success
-    assert "the partition holds at least one event: observed 0" in result.failures
+    assert "the records checked hold at least one valid event: observed 0" in result.failures
 
     twice = good_master.unionByName(good_master.where(F.col("event_id") == "e1"))
     result = validate(
