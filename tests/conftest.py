@@ -133,3 +133,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "integration" in item.path.parts:
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(autouse=True)
+def _recursion_limit_restored() -> Iterator[None]:
+    """Put back the interpreter's recursion limit after each test: Airflow's operator
+    ``__deepcopy__`` raises it to 5000 for the whole process, and the JSON spec's deep-nesting
+    cases depend on Python's own limit (tests/unit/test_spark_parsing.py)."""
+    limit = sys.getrecursionlimit()
+    yield
+    sys.setrecursionlimit(limit)
