@@ -1,15 +1,23 @@
-"""Typed dependencies of the routes: the app's settings and a store connection per request."""
+"""Typed dependencies of the routes: the app's settings, its reader pool and metrics, and a
+plain store connection per request for the rarely asked `/v1/quality`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 import psycopg
 from fastapi import Depends, Request
+from psycopg_pool import AsyncConnectionPool
 
 from core.settings import Settings
 from core.store.connection import connect
+from serving.metrics import ServingMetrics
+
+
+class StoreUnavailableError(psycopg.OperationalError):
+    """No pool: the app was not started (its lifespan did not run). Answered 503 like any
+    other store outage."""
 
 
 def get_settings(request: Request) -> Settings:
@@ -19,6 +27,25 @@ def get_settings(request: Request) -> Settings:
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+def get_pool(request: Request) -> AsyncConnectionPool[Any]:
+    """The pool the app's lifespan opened."""
+    pool: AsyncConnectionPool[Any] | None = getattr(request.app.state, "pool", None)
+    if pool is None:
+        raise StoreUnavailableError("no connection pool: the app has not been started")
+    return pool
+
+
+PoolDep = Annotated[AsyncConnectionPool[Any], Depends(get_pool)]
+
+
+def get_metrics(request: Request) -> ServingMetrics:
+    metrics: ServingMetrics = request.app.state.metrics
+    return metrics
+
+
+MetricsDep = Annotated[ServingMetrics, Depends(get_metrics)]
 
 
 def get_conn(settings: SettingsDep) -> Iterator[psycopg.Connection]:

@@ -29,9 +29,9 @@ from core.catalog import VIEWS
 from core.settings import Architecture, Settings
 from core.store.connection import connect
 from core.store.schema import batch_table, create_all, realtime_table
+from core.store.streams import to_timestamp
 from core.timefmt import HOUR_MS, MINUTE_MS, iso, parse_iso
 from serving.main import create_app
-from serving.repository import to_timestamp
 from tests.conftest import ROOT, run_lk
 
 Row = dict[str, Any]
@@ -239,7 +239,7 @@ def test_unknown_view_is_404_with_a_reason(client: TestClient) -> None:
         ("unique_users", {"user_id": "u1"}, "'user_id' is not a key of unique_users"),
         ("page_views", {"architecture": "both"}, "architecture must be one of lambda, kappa"),
         ("page_views", {"architecture": "LAMBDA"}, "architecture must be one of"),
-        ("page_views", {"limit": "10"}, "unknown query parameter 'limit'"),
+        ("page_views", {"offset": "10"}, "unknown query parameter 'offset'"),
         ("sessions", {"user_id": ""}, "user_id must not be empty"),
     ],
 )
@@ -478,6 +478,7 @@ def test_lambda_meta(client: TestClient, store: psycopg.Connection) -> None:
         "quarantined": 7,
         "late_dropped": 4,
         "stream": "lambda-speed",
+        "next_cursor": None,
     }
 
 
@@ -505,6 +506,7 @@ def test_kappa_reads_only_the_stream_of_its_alias_version(
         "quarantined": 9,
         "late_dropped": 3,
         "stream": "kappa-v2",
+        "next_cursor": None,
     }
 
 
