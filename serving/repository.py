@@ -72,7 +72,7 @@ def _page(query: ViewQuery, state: State, values: list[Any]) -> Page:
         del values[query.limit :]
         after = reads.position(spec, tuple(values[-1]))
         next_cursor = encode(Cursor(state.generation, after, query.digest))
-    return Page([reads.decode_row(spec, tuple(v)) for v in values], next_cursor)
+    return Page(reads.decode_rows(spec, values), next_cursor)
 
 
 def _rows_statement(query: ViewQuery, state: State) -> tuple[Any, dict[str, Any]] | None:

@@ -26,7 +26,9 @@ the caller runs them on a connection, synchronous or asynchronous.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, LiteralString
 
 from psycopg import sql
@@ -129,36 +131,76 @@ def _arm(spec: ViewSpec, table: str, where: sql.Composable) -> sql.Composed:
     )
 
 
-def _source(spec: ViewSpec, state: State) -> tuple[sql.Composed, dict[str, Any]] | None:
-    """The merged rows of the version `state` names, unfiltered; None when there are none."""
-    if state.stream is None:  # Kappa before its first version
-        return None
+def _merge(spec: ViewSpec, merged: bool) -> sql.Composed:
+    """The real-time side alone, or merged with the batch side (`%(stream)s`, `%(version)s`,
+    and for windows `%(cutoff)s`)."""
     rt = realtime_table(spec.name)
-    params: dict[str, Any] = {"stream": state.stream}
     realtime: sql.Composable = sql.SQL("t.stream = %(stream)s")
-    if state.architecture == "kappa" or state.version is None:
-        return _arm(spec, rt, realtime), params
-    params["version"] = state.version
-    if spec.name == "sessions":
+    if not merged:
+        return _arm(spec, rt, realtime)
+    if spec.window_ms is None:  # sessions: every real-time one, the batch ones not covered
         batch = _q(
             "t.version = %(version)s and not exists (select 1 from {rt} c "
             "where c.stream = %(stream)s and c.user_id = t.user_id "
             "and c.session_start <= t.session_start and c.session_end >= t.session_end)",
             rt=sql.Identifier(rt),
         )
-    elif state.cutoff_ms is None:  # an alias without a cutoff gives the batch nothing
-        return _arm(spec, rt, realtime), params
     else:
-        params["cutoff"] = to_timestamp(state.cutoff_ms)
         start = sql.Identifier("t", spec.time_fields[0])
         batch = _q("t.version = %(version)s and {start} < %(cutoff)s", start=start)
         realtime = _q("{realtime} and {start} >= %(cutoff)s", realtime=realtime, start=start)
-    merge = _q(
+    return _q(
         "{batch} union all {realtime}",
         batch=_arm(spec, batch_table(spec.name), batch),
         realtime=_arm(spec, rt, realtime),
     )
-    return merge, params
+
+
+@functools.lru_cache(maxsize=512)
+def _rows_sql(
+    spec: ViewSpec,
+    merged: bool,
+    keys: tuple[str, ...],
+    start: bool,
+    end: bool,
+    after: bool,
+    limit: bool,
+) -> bytes:
+    """The text of a rows statement of one shape: composed once, then reused (a reader sends
+    it as a prepared statement)."""
+    start_field = sql.Identifier("merged", spec.time_fields[0])
+    conditions: list[sql.Composable] = [
+        _q("{key} = {value}", key=sql.Identifier("merged", key), value=sql.Placeholder(key))
+        for key in keys
+    ]
+    if start:
+        conditions.append(_q("{start} >= %(start)s", start=start_field))
+    if end:
+        conditions.append(_q("{start} < %(end)s", start=start_field))
+    # The merged key columns are in the C collation already (`_arm`): compared and sorted as
+    # they are, the planner matches them with the key-order indexes.
+    order = sql.SQL(", ").join(sql.Identifier("merged", c) for c in sort_columns(spec))
+    if after:
+        # A row comparison: each index scan starts right at the position.
+        conditions.append(
+            _q(
+                "({order}) > ({position})",
+                order=order,
+                position=sql.SQL(", ").join(
+                    sql.Placeholder(f"after{i}") for i in range(len(sort_columns(spec)))
+                ),
+            )
+        )
+    statement = _q(
+        "select {columns} from ({merge}) as merged where {where} order by {order}",
+        columns=_columns("merged", spec),
+        merge=_merge(spec, merged),
+        where=sql.SQL(" and ").join(conditions) if conditions else sql.SQL("true"),
+        order=order,
+    )
+    if limit:
+        statement = _q("{statement} limit %(limit)s", statement=statement)
+    return statement.as_bytes(None)
 
 
 def rows_statement(
@@ -168,71 +210,66 @@ def rows_statement(
     *,
     after: Position | None = None,
     limit: int | None = None,
-) -> tuple[sql.Composed, dict[str, Any]] | None:
-    """One statement: the merge of the version `state` names, the filters, the order, and
-    optionally a page (the first `limit` rows sorting strictly after `after`), with its
-    parameters; None when that version has no rows at all.
+) -> tuple[bytes, dict[str, Any]] | None:
+    """The rows of the version `state` names, filtered, in reading order, and optionally one
+    page of them (the first `limit` rows sorting strictly after `after`): a statement and its
+    parameters; None when that version has no rows at all (Kappa before its first version).
 
     Its text depends only on the shape of the request (which filters, a cursor or not, a
     cutoff or not), never on values, so one prepared statement serves every such request."""
-    source = _source(spec, state)
-    if source is None:
+    if state.stream is None:
         return None
-    merge, params = source
-
-    start = sql.Identifier("merged", spec.time_fields[0])
-    conditions: list[sql.Composable] = []
-    for i, (key, value) in enumerate(filters.keys):
-        conditions.append(
-            _q(
-                "{key} = {value}",
-                key=sql.Identifier("merged", key),
-                value=sql.Placeholder(f"key{i}"),
-            )
-        )
-        params[f"key{i}"] = value
+    params: dict[str, Any] = {"stream": state.stream}
+    # Lambda merges the batch side once a version is published (windows: with a cutoff).
+    merged = (
+        state.architecture == "lambda"
+        and state.version is not None
+        and (spec.window_ms is None or state.cutoff_ms is not None)
+    )
+    if merged:
+        params["version"] = state.version
+        if state.cutoff_ms is not None:
+            params["cutoff"] = to_timestamp(state.cutoff_ms)
+    params.update(filters.keys)
     if filters.start_ms is not None:
-        conditions.append(_q("{start} >= %(start)s", start=start))
         params["start"] = to_timestamp(filters.start_ms)
     if filters.end_ms is not None:
-        conditions.append(_q("{start} < %(end)s", start=start))
         params["end"] = to_timestamp(filters.end_ms)
-
-    # The merged key columns are in the C collation already (`_arm`): compared and sorted as
-    # they are, the planner matches them with the key-order indexes.
-    order = sql.SQL(", ").join(sql.Identifier("merged", c) for c in sort_columns(spec))
     if after is not None:
-        names = [f"after{i}" for i in range(len(sort_columns(spec)))]
-        # A row comparison: each index scan starts right at the position.
-        conditions.append(
-            _q(
-                "({order}) > ({position})",
-                order=order,
-                position=sql.SQL(", ").join(sql.Placeholder(name) for name in names),
-            )
-        )
-        for name, column, sort_value in zip(names, sort_columns(spec), after, strict=True):
-            params[name] = sort_value if column in spec.keys else to_timestamp(int(sort_value))
-    where = sql.SQL(" and ").join(conditions) if conditions else sql.SQL("true")
-
-    statement = _q(
-        "select {columns} from ({merge}) as merged where {where} order by {order}",
-        columns=_columns("merged", spec),
-        merge=merge,
-        where=where,
-        order=order,
-    )
+        for i, (column, value) in enumerate(zip(sort_columns(spec), after, strict=True)):
+            params[f"after{i}"] = value if column in spec.keys else to_timestamp(int(value))
     if limit is not None:
-        statement = _q("{statement} limit %(limit)s", statement=statement)
         params["limit"] = limit
-    return statement, params
+    text = _rows_sql(
+        spec,
+        merged,
+        tuple(key for key, _ in filters.keys),
+        filters.start_ms is not None,
+        filters.end_ms is not None,
+        after is not None,
+        limit is not None,
+    )
+    return text, params
 
 
-def decode_row(spec: ViewSpec, values: tuple[Any, ...]) -> Row:
-    row: Row = {}
-    for column, value in zip(spec.columns, values, strict=True):
-        row[column] = iso(to_ms(value)) if column in spec.time_fields else value
-    return row
+# A window's bounds repeat from row to row and request to request (a minute, an hour): format
+# each instant once. Sessions' bounds rarely repeat, and the cache stays bounded.
+@functools.lru_cache(maxsize=1 << 16)
+def _iso_of(value: datetime) -> str:
+    return iso(to_ms(value))
+
+
+def decode_rows(spec: ViewSpec, rows: list[tuple[Any, ...]]) -> list[Row]:
+    """Rows of `rows_statement` as the oracle spells them (time fields as ISO 8601 UTC)."""
+    columns = spec.columns
+    times = [i for i, column in enumerate(columns) if column in spec.time_fields]
+    decoded: list[Row] = []
+    for values in rows:
+        row = list(values)
+        for i in times:
+            row[i] = _iso_of(row[i])
+        decoded.append(dict(zip(columns, row, strict=True)))
+    return decoded
 
 
 def position(spec: ViewSpec, values: tuple[Any, ...]) -> Position:
@@ -260,36 +297,37 @@ def _progress_columns(table_alias: str) -> sql.Composable:
     return sql.SQL(", ").join(sql.Identifier(table_alias, c) for c in _PROGRESS_COLUMNS)
 
 
-def state_statement(architecture: str) -> tuple[sql.Composed, dict[str, Any]]:
-    """One row, whatever exists: the alias, and the progress of the real-time stream and of the
-    stream that counts the quarantine (Lambda: the archiver; Kappa: the version's own stream)."""
+@functools.lru_cache(maxsize=2)
+def _state_sql(architecture: str) -> bytes:
     speed, quarantine = _progress_columns("s"), _progress_columns("q")
     if architecture == "kappa":
-        statement = _q(
-            "select a.version, a.cutoff, a.switched_at, {speed}, {quarantine} "
-            "from (values (1)) as one (x) "
-            "left join view_alias a on a.architecture = %(architecture)s "
-            "left join stream_progress s on s.stream = %(stream_prefix)s::text || a.version::text "
-            "left join stream_progress q on q.stream = s.stream",
-            speed=speed,
-            quarantine=quarantine,
-        )
-        return statement, {"architecture": architecture, "stream_prefix": KAPPA_PREFIX}
-    statement = _q(
+        stream = sql.SQL("%(stream_prefix)s::text || a.version::text")
+        quarantine_stream = sql.SQL("s.stream")
+    else:
+        stream = sql.SQL("%(speed_stream)s")
+        quarantine_stream = sql.SQL("%(quarantine_stream)s")
+    return _q(
         "select a.version, a.cutoff, a.switched_at, {speed}, {quarantine} "
         "from (values (1)) as one (x) "
         "left join view_alias a on a.architecture = %(architecture)s "
-        "left join stream_progress s on s.stream = %(speed_stream)s "
-        "left join stream_progress q on q.stream = %(quarantine_stream)s",
+        "left join stream_progress s on s.stream = {stream} "
+        "left join stream_progress q on q.stream = {quarantine_stream}",
         speed=speed,
         quarantine=quarantine,
-    )
-    params = {
-        "architecture": architecture,
-        "speed_stream": LAMBDA_SPEED,
-        "quarantine_stream": LAMBDA_ARCHIVER,
-    }
-    return statement, params
+        stream=stream,
+        quarantine_stream=quarantine_stream,
+    ).as_bytes(None)
+
+
+def state_statement(architecture: str) -> tuple[bytes, dict[str, Any]]:
+    """One row, whatever exists: the alias, and the progress of the real-time stream and of the
+    stream that counts the quarantine (Lambda: the archiver; Kappa: the version's own stream)."""
+    params: dict[str, Any] = {"architecture": architecture}
+    if architecture == "kappa":
+        params["stream_prefix"] = KAPPA_PREFIX
+    else:
+        params |= {"speed_stream": LAMBDA_SPEED, "quarantine_stream": LAMBDA_ARCHIVER}
+    return _state_sql(architecture), params
 
 
 def _progress(values: tuple[Any, ...]) -> Progress | None:

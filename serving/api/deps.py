@@ -20,16 +20,24 @@ class StoreUnavailableError(psycopg.OperationalError):
     other store outage."""
 
 
-def get_settings(request: Request) -> Settings:
+# The getters are asynchronous although they wait on nothing: FastAPI would run plain functions
+# in its thread pool, a hand-off that costs more than they do.
+
+
+def app_settings(request: Request) -> Settings:
     """The settings the app was created with (`create_app(settings)`)."""
     settings: Settings = request.app.state.settings
     return settings
 
 
+async def get_settings(request: Request) -> Settings:
+    return app_settings(request)
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
-def get_pool(request: Request) -> AsyncConnectionPool[Any]:
+async def get_pool(request: Request) -> AsyncConnectionPool[Any]:
     """The pool the app's lifespan opened."""
     pool: AsyncConnectionPool[Any] | None = getattr(request.app.state, "pool", None)
     if pool is None:
@@ -40,7 +48,7 @@ def get_pool(request: Request) -> AsyncConnectionPool[Any]:
 PoolDep = Annotated[AsyncConnectionPool[Any], Depends(get_pool)]
 
 
-def get_metrics(request: Request) -> ServingMetrics:
+async def get_metrics(request: Request) -> ServingMetrics:
     metrics: ServingMetrics = request.app.state.metrics
     return metrics
 

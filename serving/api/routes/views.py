@@ -8,18 +8,18 @@ being read (`serving.caching`). A page cursor read from another alias version ge
 from __future__ import annotations
 
 import asyncio
-import json
 from time import perf_counter
 from typing import Annotated, Any
 
+import orjson
 import psycopg
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from core.store.reads import State
 from serving import caching, repository
-from serving.api.deps import MetricsDep, PoolDep, SettingsDep
+from serving.api.deps import MetricsDep, PoolDep, app_settings
 from serving.filters import (
     BadFilterError,
     PageLimits,
@@ -34,37 +34,41 @@ from serving.models import ErrorBody, ViewResponse
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
 
-def view_query(
-    view: str,
-    request: Request,
-    settings: SettingsDep,
-    # Declared for the OpenAPI page only: the whole query string is checked by
-    # `parse_view_query`, which also refuses unknown and repeated parameters.
-    start: Annotated[
-        str | None, Query(description="ISO 8601 UTC; rows whose window starts at or after it.")
-    ] = None,
-    end: Annotated[
-        str | None, Query(description="ISO 8601 UTC; rows whose window starts before it.")
-    ] = None,
-    architecture: Annotated[
-        str | None, Query(description="lambda or kappa (default: the deployment's).")
-    ] = None,
-    limit: Annotated[
-        int | None,
-        Query(
-            description="Rows per page: 1 to LK_SERVE_PAGE_LIMIT_MAX (10,000); default "
-            "LK_SERVE_PAGE_LIMIT (1,000)."
-        ),
-    ] = None,
-    cursor: Annotated[
-        str | None, Query(description="`meta.next_cursor` of the previous page.")
-    ] = None,
-    page: Annotated[str | None, Query(description="page_views only.")] = None,
-    query: Annotated[str | None, Query(description="search_ctr only.")] = None,
-    segment: Annotated[str | None, Query(description="revenue_by_segment only.")] = None,
-    user_id: Annotated[str | None, Query(description="sessions only.")] = None,
-) -> ViewQuery:
-    """The checked request: 404 for an unknown view, 422 with the reason for a bad filter."""
+def _parameter(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema or {"type": "string"},
+        "description": description,
+    }
+
+
+# For the OpenAPI page only: the whole query string is checked by `parse_view_query` (which
+# also refuses unknown and repeated parameters), not by FastAPI, whose per-parameter
+# validation would cost more than the rest of a small answer.
+QUERY_PARAMETERS = [
+    _parameter("start", "ISO 8601 UTC; rows whose window starts at or after it."),
+    _parameter("end", "ISO 8601 UTC; rows whose window starts before it."),
+    _parameter("architecture", "lambda or kappa (default: the deployment's)."),
+    _parameter(
+        "limit",
+        "Rows per page: 1 to LK_SERVE_PAGE_LIMIT_MAX (10,000); default LK_SERVE_PAGE_LIMIT "
+        "(1,000).",
+        {"type": "integer", "minimum": 1},
+    ),
+    _parameter("cursor", "`meta.next_cursor` of the previous page (same view and filters)."),
+    _parameter("page", "page_views only."),
+    _parameter("query", "search_ctr only."),
+    _parameter("segment", "revenue_by_segment only."),
+    _parameter("user_id", "sessions only."),
+]
+
+
+async def view_query(view: str, request: Request) -> ViewQuery:
+    """The checked request: 404 for an unknown view, 422 with the reason for a bad filter.
+    (Asynchronous although it waits on nothing: FastAPI runs a plain function in a thread.)"""
+    settings = app_settings(request)
     try:
         return parse_view_query(
             view,
@@ -84,9 +88,9 @@ ViewQueryDep = Annotated[ViewQuery, Depends(view_query)]
 
 def _body(query: ViewQuery, state: State, page: repository.Page) -> bytes:
     meta = repository.view_meta(state, page.next_cursor).model_dump()
-    # What Starlette's JSONResponse writes, without validating the rows again on the way out.
-    answer = {"view": query.spec.name, "rows": page.rows, "meta": meta}
-    return json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode()
+    # The rows are checked JSON values already: encoded as they are (orjson, the same JSON as
+    # Starlette's JSONResponse), not validated again on the way out.
+    return orjson.dumps({"view": query.spec.name, "rows": page.rows, "meta": meta})
 
 
 def _recheck(request: Request, pool: AsyncConnectionPool[Any]) -> None:
@@ -156,6 +160,7 @@ def _not_modified(tag: str) -> Response:
 @router.get(
     "/{view}",
     response_model=ViewResponse,
+    openapi_extra={"parameters": QUERY_PARAMETERS},
     responses={
         status.HTTP_304_NOT_MODIFIED: {
             "description": "`If-None-Match` names the current answer's ETag (no rows read)."
