@@ -70,15 +70,15 @@ def decode(text: str, sort_types: tuple[type, ...], query: str) -> Cursor:
     if not (isinstance(data, list) and len(data) == 5 and data[0] == _FORMAT):
         raise BadCursorError("cursor: not a cursor this API issued")
     _, version, switched_at, digest, after = data
-    if not (
-        all(v is None or _is_int(v) for v in (version, switched_at))
-        and isinstance(digest, str)
-        and _is_position(after, sort_types)
-    ):
-        raise BadCursorError("cursor: not a cursor this API issued")
-    if digest != query:
+    if isinstance(digest, str) and digest != query:
         raise BadCursorError(
             "cursor: it belongs to another query; pass the same view, architecture and filters "
             "as the request that returned it"
         )
+    if not (
+        all(v is None or _is_int(v) for v in (version, switched_at))
+        and digest == query
+        and _is_position(after, sort_types)
+    ):
+        raise BadCursorError("cursor: not a cursor this API issued")
     return Cursor(generation=(version, switched_at), after=tuple(after), query=digest)
