@@ -81,16 +81,36 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
+def cpu_seconds(root: int) -> float:
+    """CPU time (user + system) of a process and its descendants so far."""
+    from tests.benchmarks.rss import _tree
+
+    ticks = 0
+    for pid in _tree(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def constant_rate(
-    url: str, rate: float, seconds: float, headers: dict[str, str] | None = None
+    url: str,
+    rate: float,
+    seconds: float,
+    headers: dict[str, str] | None = None,
+    server: int | None = None,
 ) -> dict[str, Any]:
     """`rate` requests/s for `seconds` (hey: connections x per-connection rate); latencies in ms
-    of every answer, and the rate answered."""
+    of every answer, the rate answered, and the CPU the `server` process tree spent on each
+    (what the rate would cost on cores of its own, whatever else runs)."""
     connections = max(4, math.ceil(rate / PER_CONNECTION_RATE))
     command = [_hey(), "-z", f"{seconds}s", "-c", str(connections), "-q", f"{rate / connections}"]
     for name, value in (headers or {}).items():
         command += ["-H", f"{name}: {value}"]
     command += ["-o", "csv", url]
+    cpu_before = None if server is None else cpu_seconds(server)
     run = subprocess.run(
         command, capture_output=True, text=True, check=False, timeout=seconds + 120
     )
@@ -104,7 +124,11 @@ def constant_rate(
     if not latencies:
         raise RuntimeError(f"hey got no answer from {url}")
     answered = len(latencies) / seconds
+    cpu_ms = None
+    if server is not None and cpu_before is not None:
+        cpu_ms = round((cpu_seconds(server) - cpu_before) * 1000 / len(latencies), 3)
     return {
+        "server_cpu_ms_per_request": cpu_ms,
         "asked_per_s": rate,
         "answered_per_s": round(answered, 1),
         "connections": connections,
@@ -127,7 +151,8 @@ def _line(name: str, result: dict[str, Any]) -> str:
     return (
         f"  {name}: asked {result['asked_per_s']:,.0f}/s, answered "
         f"{result['answered_per_s']:,.0f}/s; p50 {result['p50_ms']} ms, p99 {result['p99_ms']} "
-        f"ms, max {result['max_ms']} ms; {result['codes']}"
+        f"ms, max {result['max_ms']} ms; {result['codes']}; API CPU "
+        f"{result['server_cpu_ms_per_request']} ms/request"
     )
 
 
@@ -247,7 +272,7 @@ def run(
             sampler.watch("live producer (load, not counted)", producer.pid, counted=False)
         api, url = start_api(settings, log_dir / "serve-api.log")
         sampler.watch("serving API", api.pid)
-        figures |= _measure(settings, url, config)
+        figures |= _measure(settings, url, config, api.pid)
         figures["view_rows"] = _rows(settings, LAMBDA_SPEED)
         figures["load_average"] = [round(x, 2) for x in os.getloadavg()]
     finally:
@@ -268,7 +293,7 @@ def run(
     return figures
 
 
-def _measure(settings: Settings, url: str, config: ApiConfig) -> dict[str, Any]:
+def _measure(settings: Settings, url: str, config: ApiConfig, server: int) -> dict[str, Any]:
     seconds = config.seconds
     hour = "start=2026-11-01T09:00:00Z&end=2026-11-01T10:00:00Z"  # the workload's second hour
     filtered = f"{url}/v1/views/page_views?page={config.page}&{hour}"
@@ -280,25 +305,27 @@ def _measure(settings: Settings, url: str, config: ApiConfig) -> dict[str, Any]:
         constant_rate(warm, 100, 2)
 
     rate, aim_ms = FILTERED_AIM
-    figures["filtered"] = constant_rate(filtered, rate, seconds)
+    figures["filtered"] = constant_rate(filtered, rate, seconds, server=server)
     figures["filtered"]["p99_aim_ms"] = aim_ms
     print(_line("filtered view query", figures["filtered"]), flush=True)
 
     rate, aim_ms = PAGE_AIM
-    figures["page_1000"] = constant_rate(page, rate, seconds)
+    figures["page_1000"] = constant_rate(page, rate, seconds, server=server)
     figures["page_1000"]["p99_aim_ms"] = aim_ms
     print(_line("1,000-row page", figures["page_1000"]), flush=True)
 
     rate, aim_ms = REVALIDATION_AIM
     tag = _etag(revalidated)
-    figures["revalidation_304"] = constant_rate(revalidated, rate, seconds, {"If-None-Match": tag})
+    figures["revalidation_304"] = constant_rate(
+        revalidated, rate, seconds, {"If-None-Match": tag}, server
+    )
     figures["revalidation_304"]["p99_aim_ms"] = aim_ms
     print(_line("304 revalidation", figures["revalidation_304"]), flush=True)
 
     sweep: list[dict[str, Any]] = []
     held = 0.0
     for rate in SWEEP_RATES:
-        result = constant_rate(filtered, rate, seconds)
+        result = constant_rate(filtered, rate, seconds, server=server)
         result["held"] = _held(result, "200", SWEEP_P99_MS)
         sweep.append(result)
         print(_line(f"sweep {rate:,}/s", result) + (" held" if result["held"] else ""), flush=True)
