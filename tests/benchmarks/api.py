@@ -16,6 +16,7 @@ second; `-o csv` gives every request's latency), for `--api-seconds` per measure
   micro-batch moves the tag of what it changes, and `hey` sends one fixed header: the
   revalidated query is Kappa's, whose state no stream moves in this step, so every request is
   a 304 that reads the state and no row, on the machine the speed layer keeps busy;
+- `GET /health` (no store access) at 2,000 requests/s: the floor of the machine as it is then;
 - `pgbench -S` (select-only, 4 clients) on the same Postgres, in the same run, as the ceiling
   of one indexed read per request: the API's highest rate held is reported as a share of it.
 """
@@ -321,6 +322,10 @@ def _measure(settings: Settings, url: str, config: ApiConfig, server: int) -> di
     )
     figures["revalidation_304"]["p99_aim_ms"] = aim_ms
     print(_line("304 revalidation", figures["revalidation_304"]), flush=True)
+
+    # The floor of this machine now: an answer with no store access at the 304 aim's rate.
+    figures["health_floor"] = constant_rate(f"{url}/health", rate, seconds, server=server)
+    print(_line("GET /health (no store, the floor)", figures["health_floor"]), flush=True)
 
     sweep: list[dict[str, Any]] = []
     held = 0.0

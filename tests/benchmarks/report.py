@@ -62,6 +62,7 @@ FIGURES = (
         at_most=True,
     ),
     Figure("  answered", ("api", "revalidation_304", "answered_per_s"), "/s", 2_000 * 0.95),
+    Figure("  GET /health p99 at 2,000/s (floor)", ("api", "health_floor", "p99_ms"), "ms"),
     Figure("  API CPU per filtered query", ("api", "filtered", "server_cpu_ms_per_request"), "ms"),
     Figure("API highest rate at p99 <= 10 ms", ("api", "highest_rate_held_p99_10ms"), "req/s"),
     Figure("  pgbench -S, same run", ("api", "pgbench_select_only", "tps"), "tx/s"),
