@@ -112,10 +112,14 @@ async def _read(
             return state, None
     async with repository.snapshot(conn) as snapshot:
         state = await snapshot.state(query.architecture)
-        if caching.none_match(if_none_match, caching.etag(query, state)):
-            return state, None
+        unchanged = caching.none_match(if_none_match, caching.etag(query, state))
+        moved = query.cursor is not None and query.cursor.generation != state.generation
+        page = None if unchanged or moved else await snapshot.page(query, state)
+    # Refused after the read-only transaction commits: leaving it by an exception would roll
+    # it back, and psycopg forgets the connection's prepared statements on a rollback.
+    if not unchanged:
         repository.check_cursor(query, state)
-        return state, await snapshot.page(query, state)
+    return state, page
 
 
 async def _answer(
@@ -186,7 +190,7 @@ async def read_view(
     """One page of a view (sorted by key fields, then window) and where it comes from; an
     `ETag` and `Cache-Control: no-cache`, so pollers revalidate with `If-None-Match`."""
     started = perf_counter()
-    code = status.HTTP_503_SERVICE_UNAVAILABLE  # unless an answer comes back
+    code = status.HTTP_500_INTERNAL_SERVER_ERROR  # unless an answer or a known failure
     try:
         response = await _answer(
             view_query, request.headers.get("if-none-match"), request, pool, metrics
@@ -196,6 +200,9 @@ async def read_view(
     except repository.AliasMovedError as exc:
         code = status.HTTP_409_CONFLICT
         return JSONResponse({"detail": str(exc)}, status_code=code)
+    except psycopg.OperationalError:
+        code = status.HTTP_503_SERVICE_UNAVAILABLE  # answered by the app's handler
+        raise
     finally:
         metrics.observe_request(
             view_query.spec.name, view_query.architecture, code, perf_counter() - started
