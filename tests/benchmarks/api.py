@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 FILTERED_AIM = (1_000, 10.0)  # requests/s, p99 ms
 PAGE_AIM = (200, 50.0)
 REVALIDATION_AIM = (2_000, 5.0)
-SWEEP_RATES = (250, 500, 750, 1_000, 1_250, 1_500, 2_000, 2_500, 3_000, 4_000)
+SWEEP_RATES = (50, 100, 250, 500, 750, 1_000, 1_250, 1_500, 2_000, 2_500, 3_000, 4_000)
 SWEEP_P99_MS = 10.0
 HELD_SHARE = 0.95  # of the asked rate, answered, for a rate to count as held
 
