@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 from pathlib import Path
+from typing import Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -116,6 +117,18 @@ class Settings(BaseSettings):
 
     # Serving API.
     serve_port: int = 8000
+    # Worker processes of `lk serve`; None: one per core this process may run on. A container
+    # sees the node's cores, not its CPU limit: the chart sets it.
+    serve_workers: int | None = Field(default=None, ge=1)
+    # Store connections per worker: kept open, and the most a worker opens under load.
+    serve_pool_min_size: int = Field(default=2, ge=1)
+    serve_pool_max_size: int = Field(default=8, ge=1)
+    # How long a request waits for a store connection before it gets 503 (the store is down,
+    # or the pool is saturated): short, so an outage answers fast instead of piling up.
+    serve_pool_timeout_s: float = Field(default=2.0, gt=0)
+    # Rows per page of `GET /v1/views/{view}`: without `limit`, and the most `limit` may ask.
+    serve_page_limit: int = Field(default=1_000, ge=1)
+    serve_page_limit_max: int = Field(default=10_000, ge=1)
 
     # How long `lk stack up` waits for each service to answer.
     startup_timeout_s: float = 120.0
@@ -141,6 +154,20 @@ class Settings(BaseSettings):
     # How long `lk cluster up` waits for each component to become ready.
     cluster_startup_timeout_s: float = 180.0
 
+    @model_validator(mode="after")
+    def _serving_bounds(self) -> Self:
+        if self.serve_page_limit > self.serve_page_limit_max:
+            raise ValueError(
+                f"serve_page_limit ({self.serve_page_limit}) is above serve_page_limit_max "
+                f"({self.serve_page_limit_max})"
+            )
+        if self.serve_pool_min_size > self.serve_pool_max_size:
+            raise ValueError(
+                f"serve_pool_min_size ({self.serve_pool_min_size}) is above "
+                f"serve_pool_max_size ({self.serve_pool_max_size})"
+            )
+        return self
+
     # Plain properties, not cached: `model_copy(update=...)` copies a cached value along, and a
     # copy with another stack_dir would keep the old path.
     @property
@@ -159,6 +186,11 @@ class Settings(BaseSettings):
     def watermark_delay_ms(self) -> int:
         """The event-time watermark's delay, as the streams and the cutoff rule use it."""
         return self.watermark_delay_minutes * 60_000
+
+    @property
+    def serve_worker_count(self) -> int:
+        """`serve_workers`, or the cores this process may run on (its affinity, not the host's)."""
+        return self.serve_workers or len(os.sched_getaffinity(0))
 
     @property
     def kafka_bootstrap(self) -> str:

@@ -1,17 +1,27 @@
-"""`lk serve --architecture lambda|kappa|both [--port P] [--host H]`: run the serving API.
+"""`lk serve --architecture lambda|kappa|both [--port P] [--host H] [--workers N]`: run the
+serving API.
 
 The API reads only the serving store (Postgres). `--architecture` is what a request without
 `?architecture=` reads (`both`: Lambda); either architecture can always be asked for by name.
 The store is checked (and its tables created) before the server starts, so an unreachable
 Postgres or a busy port fails with one line instead of a traceback. Stop it with Ctrl-C or
 SIGTERM: uvicorn finishes the requests in flight, then `lk serve` exits 0.
+
+It runs one worker process per core (`--workers`, `LK_SERVE_WORKERS`): uvicorn's supervisor
+shares the listening socket among them, each builds its own app and connection pool from the
+environment (`serving.main:app_from_environment`), and their Prometheus metrics meet in a
+folder of this run (`PROMETHEUS_MULTIPROC_DIR`, removed at the end).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import socket
+import tempfile
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -25,6 +35,45 @@ class _Stopped(BaseException):  # like KeyboardInterrupt: not caught by `except 
 
 def _stopped(signum: int, frame: FrameType | None) -> None:
     raise _Stopped(signal.Signals(signum).name)
+
+
+def _run_workers(settings: Settings, host: str, port: int, workers: int) -> str | None:
+    """Run `workers` processes under uvicorn's supervisor until a signal stops them; returns
+    that signal's name, or None when the workers could not start."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    class Supervisor(Multiprocess):
+        stopped_by: str | None = None
+
+        def handle_int(self) -> None:
+            self.stopped_by = "SIGINT"
+            super().handle_int()
+
+        def handle_term(self) -> None:
+            self.stopped_by = "SIGTERM"
+            super().handle_term()
+
+    # Each worker builds its settings from the environment: what `settings` overrode goes there.
+    os.environ["LK_ARCHITECTURE"] = settings.architecture.value
+    own_metrics_dir = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if own_metrics_dir:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="lk-serve-metrics-")
+    config = uvicorn.Config(
+        "serving.main:app_from_environment",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="info",
+    )
+    try:
+        supervisor = Supervisor(config, sockets=[config.bind_socket()])
+        supervisor.run()
+        return supervisor.stopped_by
+    finally:
+        if own_metrics_dir:
+            shutil.rmtree(os.environ.pop("PROMETHEUS_MULTIPROC_DIR"), ignore_errors=True)
 
 
 def _check_port_free(host: str, port: int) -> None:
@@ -52,10 +101,22 @@ def _check_port_free(host: str, port: int) -> None:
     help="Port to listen on (default: LK_SERVE_PORT, 8000).",
 )
 @click.option("--host", default=None, help="Address to listen on (default: LK_HOST, 127.0.0.1).")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes (default: LK_SERVE_WORKERS, else one per core).",
+)
 @click.pass_obj
 @guarded
-def serve(settings: Settings, architecture: str | None, port: int | None, host: str | None) -> None:
-    """Run the serving API (GET /health, GET /v1/views/{view}) until interrupted."""
+def serve(
+    settings: Settings,
+    architecture: str | None,
+    port: int | None,
+    host: str | None,
+    workers: int | None,
+) -> None:
+    """Run the serving API (GET /health, /v1/views/{view}, /metrics) until interrupted."""
     import psycopg
     import uvicorn
 
@@ -66,6 +127,7 @@ def serve(settings: Settings, architecture: str | None, port: int | None, host: 
         settings = settings.model_copy(update={"architecture": Architecture(architecture)})
     host = host or settings.host
     port = port or settings.serve_port
+    workers = workers or settings.serve_worker_count
 
     try:
         ensure_store(settings)
@@ -78,14 +140,23 @@ def serve(settings: Settings, architecture: str | None, port: int | None, host: 
     _check_port_free(host, port)
     click.echo(
         f"serving {settings.architecture.value} views (default: "
-        f"{default_architecture(settings)}) on http://{host}:{port} (Ctrl-C to stop)",
+        f"{default_architecture(settings)}) on http://{host}:{port} with {workers} "
+        f"worker{'s' if workers > 1 else ''} (Ctrl-C to stop)",
         err=True,
     )
     # uvicorn handles SIGINT/SIGTERM itself (finishing requests in flight), then re-raises the
-    # signal for its caller: a requested stop is a normal end here, exit 0.
-    previous = {sig: signal.signal(sig, _stopped) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # signal for its caller (one process) or returns (its supervisor, several): a requested
+    # stop is a normal end here, exit 0.
+    previous: dict[int, Any] = {
+        sig: signal.signal(sig, _stopped) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        if workers == 1:
+            uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        elif (stopped_by := _run_workers(settings, host, port, workers)) is not None:
+            raise _Stopped(stopped_by)
+        else:
+            fail("the serving workers exited before serving (see the lines above)")
     except _Stopped as stop:
         click.echo(f"serving stopped ({stop})", err=True)
     finally:

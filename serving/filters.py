@@ -1,7 +1,8 @@
 """The query string of `GET /v1/views/{view}`, checked into a `ViewQuery` (or a reason why not).
 
 Pure functions, no HTTP and no database: the route turns `UnknownViewError` into 404 and
-`BadFilterError` into 422.
+`BadFilterError` into 422. Besides the filters, a request may ask for a page: `limit` rows
+(default and maximum from the settings) after the `cursor` a previous page returned.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from typing import cast
 
 from core.catalog import VIEWS, ViewSpec
 from core.settings import Architecture, Settings
+from core.store.reads import ViewFilters, sort_columns
 from core.timefmt import parse_iso
+from serving.cursor import BadCursorError, Cursor, decode, query_digest
 from serving.models import ReadArchitecture
 
 ARCHITECTURES: tuple[ReadArchitecture, ...] = ("lambda", "kappa")
 COMMON_PARAMS = ("start", "end", "architecture")
+PAGE_PARAMS = ("limit", "cursor")
 KEY_FILTERS = tuple(sorted({key for spec in VIEWS.values() for key in spec.keys}))
 
 
@@ -29,12 +33,15 @@ class BadFilterError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class ViewFilters:
-    """Equality on key fields, and `start <= window start < end` (sessions: session_start)."""
+class PageLimits:
+    """Rows per page: without `limit`, and the most `limit` may ask for."""
 
-    keys: tuple[tuple[str, str], ...] = ()
-    start_ms: int | None = None
-    end_ms: int | None = None
+    default: int
+    maximum: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PageLimits:
+        return cls(settings.serve_page_limit, settings.serve_page_limit_max)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +49,9 @@ class ViewQuery:
     spec: ViewSpec
     architecture: ReadArchitecture
     filters: ViewFilters
+    limit: int | None = None  # rows of this page; None: every row (the quality checks' reads)
+    cursor: Cursor | None = None  # where the previous page ended
+    digest: str = ""  # names the query without its page (`serving.cursor.query_digest`)
 
 
 def default_architecture(settings: Settings) -> ReadArchitecture:
@@ -63,12 +73,28 @@ def _instant(name: str, value: str) -> int:
         raise BadFilterError(f"{name}: {exc}") from exc
 
 
+def _limit(value: str | None, limits: PageLimits) -> int:
+    if value is None:
+        return limits.default
+    number = int(value) if value.isascii() and value.isdigit() else 0
+    if not 1 <= number <= limits.maximum:
+        raise BadFilterError(
+            f"limit must be a whole number from 1 to {limits.maximum:,}, not {value!r}"
+        )
+    return number
+
+
 def parse_view_query(
-    view: str, params: Iterable[tuple[str, str]], default: ReadArchitecture
+    view: str,
+    params: Iterable[tuple[str, str]],
+    default: ReadArchitecture,
+    limits: PageLimits | None = None,
 ) -> ViewQuery:
-    """Check every parameter against the view; the first problem found is the reason."""
+    """Check every parameter against the view; the first problem found is the reason. With
+    `limits`, the request is for one page (`limit`, `cursor`); without, for every row."""
     spec = view_spec(view)
-    allowed = (*COMMON_PARAMS, *spec.keys)
+    pages = PAGE_PARAMS if limits is not None else ()
+    allowed = (*COMMON_PARAMS, *pages, *spec.keys)
     given: dict[str, str] = {}
     for name, value in params:
         if name in given:
@@ -99,8 +125,24 @@ def parse_view_query(
         if given.get(name) == "":
             raise BadFilterError(f"{name} must not be empty")
     keys = tuple((name, given[name]) for name in spec.keys if name in given)
+    filters = ViewFilters(keys=keys, start_ms=start, end_ms=end)
+    digest = query_digest(spec.name, architecture, filters)
+    if limits is None:
+        limit, cursor = None, None
+    else:
+        limit = _limit(given.get("limit"), limits)
+        cursor = None
+        if "cursor" in given:
+            sort_types = tuple(int if c in spec.time_fields else str for c in sort_columns(spec))
+            try:
+                cursor = decode(given["cursor"], sort_types, digest)
+            except BadCursorError as exc:
+                raise BadFilterError(str(exc)) from exc
     return ViewQuery(
         spec=spec,
         architecture=cast(ReadArchitecture, architecture),  # checked just above
-        filters=ViewFilters(keys=keys, start_ms=start, end_ms=end),
+        filters=filters,
+        limit=limit,
+        cursor=cursor,
+        digest=digest,
     )

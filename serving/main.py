@@ -1,27 +1,40 @@
 """The serving API of CONTRACT §5: `create_app(settings)` builds it; `lk serve` runs it.
 
 It only reads the serving store (Postgres). At startup it creates the store's tables if they
-are missing, so a fresh stack answers with empty rows rather than errors. `GET /health` is a
+are missing, so a fresh stack answers with empty rows rather than errors, then opens a pool of
+read-only connections that lives as long as the app (closed at shutdown). `GET /health` is a
 liveness check and does not touch the store (a store outage must not get the process
-restarted); a request that cannot reach the store gets 503 with the reason.
+restarted); a request that cannot reach the store gets 503 with the reason, and the pool
+replaces broken connections by itself once the store is back. `GET /metrics` is Prometheus's.
 
-Nothing is created at import time: no settings, no connection, no app.
+Nothing is created at import time: no settings, no connection, no app. `lk serve` runs several
+worker processes, each building its app with `app_from_environment`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import psycopg
 from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
+from psycopg_pool import AsyncConnectionPool
 from starlette.concurrency import run_in_threadpool
 
-from core.settings import Settings
-from core.store.connection import connect
+from core.settings import Settings, get_settings
+from core.store.connection import connect, reader_pool
 from core.store.schema import create_all
-from serving.api.routes import health, quality, views
+from serving import metrics as serving_metrics
+from serving.api.routes import health, metrics, quality, views
+
+log = logging.getLogger(__name__)
+
+POOL_STATS_INTERVAL_S = 1.0  # how often a worker publishes its pool's gauges
 
 
 def ensure_store(settings: Settings) -> None:
@@ -42,13 +55,33 @@ async def _store_unavailable(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _publish_pool_stats(
+    pool: AsyncConnectionPool[Any], metrics: serving_metrics.ServingMetrics
+) -> None:
+    while True:
+        metrics.observe_pool(pool.pop_stats())
+        await asyncio.sleep(POOL_STATS_INTERVAL_S)
+
+
 def create_app(settings: Settings) -> FastAPI:
-    """The API for `settings` (store location, default architecture)."""
+    """The API for `settings` (store location, default architecture, pool, page limits)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await run_in_threadpool(ensure_store, settings)
-        yield
+        pool = reader_pool(settings)
+        await pool.open(wait=True, timeout=30)
+        app.state.pool = pool
+        stats = asyncio.create_task(_publish_pool_stats(pool, app.state.metrics))
+        try:
+            yield
+        finally:
+            stats.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stats
+            app.state.pool = None
+            await pool.close()
+            serving_metrics.worker_exited()
 
     app = FastAPI(
         title="lk serving API",
@@ -57,8 +90,15 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.metrics = serving_metrics.ServingMetrics()
     app.include_router(health.router)
     app.include_router(views.router)
     app.include_router(quality.router)
+    app.include_router(metrics.router)
     app.add_exception_handler(psycopg.OperationalError, _store_unavailable)
     return app
+
+
+def app_from_environment() -> FastAPI:
+    """The app of one `lk serve` worker: its settings from the environment `lk serve` set."""
+    return create_app(get_settings())

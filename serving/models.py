@@ -46,11 +46,19 @@ class ViewMeta(BaseModel):
         description="The real-time stream read: `lambda-speed`, or `kappa-v<view_version>`; "
         "null for Kappa before a version is published."
     )
+    next_cursor: str | None = Field(
+        default=None,
+        description="Pass it back as `cursor` (same view, architecture and filters) for the "
+        "rows after these, in the same order; null on the last page. Opaque. A cursor "
+        "taken before the alias moved to another version is refused with 409.",
+    )
 
 
 class ViewResponse(BaseModel):
     view: str
     rows: list[Row] = Field(
-        description="Sorted by key fields, then window (sessions: user_id, session_start)."
+        description="Sorted by key fields, then window (sessions: user_id, session_start); at "
+        "most `limit` of them (default and maximum: `LK_SERVE_PAGE_LIMIT`, 1,000, and "
+        "`LK_SERVE_PAGE_LIMIT_MAX`, 10,000)."
     )
     meta: ViewMeta

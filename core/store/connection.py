@@ -1,29 +1,73 @@
-"""Connections to the serving store."""
+"""Connections to the serving store: one connection for writers and tools, a pool for readers."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from core.settings import Settings
 
 if TYPE_CHECKING:
     import psycopg
+    from psycopg_pool import AsyncConnectionPool
+
+# Distinct statements one pooled connection keeps prepared: every filter combination of every
+# view and architecture, with and without a page cursor, is 144; psycopg's default keeps 100.
+READER_PREPARED_MAX = 256
+
+
+def connection_kwargs(settings: Settings) -> dict[str, Any]:
+    """Where the store is and who connects: shared by `connect` and the readers' pool."""
+    return {
+        "host": settings.postgres_host or settings.host,
+        "port": settings.postgres_port,
+        "user": settings.postgres_user,
+        "password": settings.postgres_password,
+        "dbname": settings.postgres_db,
+        "connect_timeout": 10,
+    }
 
 
 def connect(settings: Settings) -> psycopg.Connection:
     """An autocommit connection: every write of the store is an explicit `conn.transaction()`."""
     import psycopg
 
-    return psycopg.connect(
-        host=settings.postgres_host or settings.host,
-        port=settings.postgres_port,
-        user=settings.postgres_user,
-        password=settings.postgres_password,
-        dbname=settings.postgres_db,
-        connect_timeout=10,
-        autocommit=True,
+    return psycopg.connect(**connection_kwargs(settings), autocommit=True)
+
+
+async def _configure_reader(conn: psycopg.AsyncConnection) -> None:
+    from psycopg import IsolationLevel
+
+    # Autocommit, so a lone statement (one snapshot by itself) needs no BEGIN/COMMIT; an
+    # explicit transaction starts as `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`.
+    await conn.set_autocommit(True)
+    await conn.set_isolation_level(IsolationLevel.REPEATABLE_READ)
+    await conn.set_read_only(True)
+    conn.prepared_max = READER_PREPARED_MAX
+
+
+def reader_pool(settings: Settings, name: str = "lk-readers") -> AsyncConnectionPool:
+    """A pool of read-only store connections for one event loop, not opened yet.
+
+    `await pool.open()` in the loop that uses it and `await pool.close()` at the end. A
+    connection that broke (the store restarted) is dropped when it comes back and replaced in
+    the background; while the store is down, asking for one fails after
+    `serve_pool_timeout_s` (`psycopg_pool.PoolTimeout`, a `psycopg.OperationalError`).
+    """
+    from psycopg_pool import AsyncConnectionPool
+
+    # A reader's statements take milliseconds: JIT compiling one of a large view would take
+    # hundreds. A short connect timeout: a store that is down answers 503 sooner.
+    kwargs = connection_kwargs(settings) | {"connect_timeout": 3, "options": "-c jit=off"}
+    return AsyncConnectionPool(
+        kwargs=kwargs,
+        min_size=settings.serve_pool_min_size,
+        max_size=settings.serve_pool_max_size,
+        timeout=settings.serve_pool_timeout_s,
+        configure=_configure_reader,
+        name=name,
+        open=False,
     )
 
 

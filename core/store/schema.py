@@ -11,6 +11,10 @@
   the watermark, and the counts of late-dropped and quarantined records.
 - `stream_state`, `stream_late`, `stream_quarantine`: the streams' keyed state and audit
   (``core.store.state``).
+
+Views with key fields also get a *key-order* index per version or stream: the keys in the C
+collation (the order readers get, ``core.store.reads``), then the window start, so that a page
+of a view starts right where the previous one ended instead of sorting the whole view.
 """
 
 from __future__ import annotations
@@ -40,6 +44,21 @@ def _columns(spec: ViewSpec) -> list[str]:
 def primary_key(spec: ViewSpec) -> tuple[str, ...]:
     """A row's identity within a version or stream: its keys and the start of its window."""
     return (*spec.keys, spec.time_fields[0])
+
+
+def sort_columns(spec: ViewSpec) -> tuple[str, ...]:
+    """The order readers get rows in: key fields, then the window's start (its end follows from
+    it), or a session's start and end (two sessions of a user may start together)."""
+    if spec.window_ms is not None:
+        return (*spec.keys, spec.time_fields[0])
+    return (*spec.keys, *spec.time_fields)
+
+
+def key_order_index(table: str, tag: str, spec: ViewSpec) -> str:
+    """A btree in reading order (keys in the C collation); the primary key's own is in the
+    database's collation, and stops at the window's start."""
+    columns = [f'{c} collate "C"' if c in spec.keys else c for c in sort_columns(spec)]
+    return f"create index if not exists {table}_key_order on {table} ({tag}, {', '.join(columns)})"
 
 
 def ddl() -> list[str]:
@@ -84,6 +103,9 @@ def ddl() -> list[str]:
             f"create table if not exists {realtime_table(spec.name)} "
             f"(stream text not null, {columns}, primary key (stream, {key}))"
         )
+        if spec.keys:  # without keys the primary key is already in reading order
+            statements.append(key_order_index(batch_table(spec.name), "version", spec))
+            statements.append(key_order_index(realtime_table(spec.name), "stream", spec))
     return statements
 
 

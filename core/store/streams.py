@@ -20,11 +20,17 @@ def kappa_stream(version: int) -> str:
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
+_ONE_US = timedelta(microseconds=1)
 
 
 def to_ms(value: datetime) -> int:
     """A timestamptz as epoch milliseconds, in integer arithmetic (no float ever rounds it)."""
     return (value - _EPOCH) // _ONE_MS
+
+
+def to_us(value: datetime) -> int:
+    """A timestamptz as epoch microseconds: Postgres's own precision (`now()` of a commit)."""
+    return (value - _EPOCH) // _ONE_US
 
 
 def to_timestamp(ms: int) -> datetime:

@@ -1,24 +1,59 @@
-"""Typed dependencies of the routes: the app's settings and a store connection per request."""
+"""Typed dependencies of the routes: the app's settings, its reader pool and metrics, and a
+plain store connection per request for the rarely asked `/v1/quality`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 import psycopg
 from fastapi import Depends, Request
+from psycopg_pool import AsyncConnectionPool
 
 from core.settings import Settings
 from core.store.connection import connect
+from serving.metrics import ServingMetrics
 
 
-def get_settings(request: Request) -> Settings:
+class StoreUnavailableError(psycopg.OperationalError):
+    """No pool: the app was not started (its lifespan did not run). Answered 503 like any
+    other store outage."""
+
+
+# The getters are asynchronous although they wait on nothing: FastAPI would run plain functions
+# in its thread pool, a hand-off that costs more than they do.
+
+
+def app_settings(request: Request) -> Settings:
     """The settings the app was created with (`create_app(settings)`)."""
     settings: Settings = request.app.state.settings
     return settings
 
 
+async def get_settings(request: Request) -> Settings:
+    return app_settings(request)
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+async def get_pool(request: Request) -> AsyncConnectionPool[Any]:
+    """The pool the app's lifespan opened."""
+    pool: AsyncConnectionPool[Any] | None = getattr(request.app.state, "pool", None)
+    if pool is None:
+        raise StoreUnavailableError("no connection pool: the app has not been started")
+    return pool
+
+
+PoolDep = Annotated[AsyncConnectionPool[Any], Depends(get_pool)]
+
+
+async def get_metrics(request: Request) -> ServingMetrics:
+    metrics: ServingMetrics = request.app.state.metrics
+    return metrics
+
+
+MetricsDep = Annotated[ServingMetrics, Depends(get_metrics)]
 
 
 def get_conn(settings: SettingsDep) -> Iterator[psycopg.Connection]:

@@ -1,5 +1,5 @@
 """The bench's results: a JSON file written after every step, and the closing table of figures
-next to their aims (issue 3: batch, speed, memory; issue 4: replay)."""
+next to their aims (issue 3: batch, speed, memory; issue 4: replay; issue 14: the API)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,30 @@ FIGURES = (
     Figure("Speed layer sustained", ("speed", "sustained_events_per_s"), "events/s", 20_000),
     Figure("  freshness p50", ("speed", "freshness_s", "p50"), "s"),
     Figure("  freshness p99", ("speed", "freshness_s", "p99"), "s", 5.0, at_most=True),
+    Figure(
+        "API filtered query p99 at 1,000/s",
+        ("api", "filtered", "p99_ms"),
+        "ms",
+        10.0,
+        at_most=True,
+    ),
+    Figure("  answered", ("api", "filtered", "answered_per_s"), "/s", 1_000 * 0.95),
+    Figure(
+        "API 1,000-row page p99 at 200/s", ("api", "page_1000", "p99_ms"), "ms", 50.0, at_most=True
+    ),
+    Figure(
+        "API 304 revalidation p99 at 2,000/s",
+        ("api", "revalidation_304", "p99_ms"),
+        "ms",
+        5.0,
+        at_most=True,
+    ),
+    Figure("  answered", ("api", "revalidation_304", "answered_per_s"), "/s", 2_000 * 0.95),
+    Figure("  GET /health p99 at 2,000/s (floor)", ("api", "health_floor", "p99_ms"), "ms"),
+    Figure("  API CPU per filtered query", ("api", "filtered", "server_cpu_ms_per_request"), "ms"),
+    Figure("API highest rate at p99 <= 10 ms", ("api", "highest_rate_held_p99_10ms"), "req/s"),
+    Figure("  pgbench -S, same run", ("api", "pgbench_select_only", "tps"), "tx/s"),
+    Figure("  API / pgbench -S", ("api", "ratio_to_pgbench"), "ratio"),
     Figure(
         "Kappa replay from offset 0",
         ("replay", "replay_events_per_s"),

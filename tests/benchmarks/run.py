@@ -18,10 +18,13 @@ Steps, each in its own module:
    reference, and its answers are compared with what Spark wrote;
 4. `speed`: the Lambda speed layer on a live log of its own, with a producer at a target rate:
    sustained events/s and freshness (produced -> visible in the serving API);
-5. `replay`: Kappa: `Reprocess(...).run()` from offset 0 of the same log (events/s, time to the
+5. `api`: the serving API at constant request rates (`hey`) while the speed layer ingests: a
+   filtered query, a 1,000-row page, 304 revalidation, the highest rate held at p99 <= 10 ms,
+   and `pgbench -S` on the same Postgres for comparison (`--steps api` alone: ~5 minutes);
+6. `replay`: Kappa: `Reprocess(...).run()` from offset 0 of the same log (events/s, time to the
    switch), next to the Lambda recompute of the same history (last: the longest step, and the
    one `--replay-budget` may cut short);
-6. throughout, `rss`: the stack's resident memory, sampled every second.
+7. throughout, `rss`: the stack's resident memory, sampled every second.
 
 It ends with a table of each figure next to its aim and writes everything to
 out/bench/<timestamp>.json (after every step, so an interrupted run keeps what it measured; a
@@ -49,7 +52,7 @@ from tests.benchmarks.report import GIB, Results, machine, table
 from tests.benchmarks.rss import RssSampler, stack_pids
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = ("workload", "batch", "duckdb", "speed", "replay")
+STEPS = ("workload", "batch", "duckdb", "speed", "api", "replay")
 DEFAULT_EVENTS = 5_100_000  # 1% of the lines are invalid: over 5M events still reach the master
 TEARDOWN_RESERVE_S = 300.0  # stopping Spark, deleting the namespaces, stopping services
 
@@ -88,6 +91,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--speed-trigger", type=float, default=1.0, help="speed layer trigger, s (default 1)"
+    )
+    parser.add_argument(
+        "--api-seconds",
+        type=float,
+        default=float(os.environ.get("BENCH_API_SECONDS", "10")),
+        help="seconds of each constant-rate measurement of the API (env BENCH_API_SECONDS)",
+    )
+    parser.add_argument(
+        "--api-events",
+        type=int,
+        default=_int_env("BENCH_API_EVENTS", 20_000),
+        help="lines of the workload the API step serves (env BENCH_API_EVENTS; default 20,000)",
+    )
+    parser.add_argument(
+        "--api-ingest-rate",
+        type=float,
+        default=float(os.environ.get("BENCH_API_INGEST_RATE", "200")),
+        help="events/s the speed layer ingests while the API is measured (0: none; default 200)",
     )
     parser.add_argument(
         "--replay-max-offsets",
@@ -367,6 +388,19 @@ class Bench:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         return speed.run(self.spark_session(main), live, config, self.sampler, self.log_dir)
 
+    def api(self) -> dict[str, Any]:
+        from tests.benchmarks import api
+
+        served = self.namespace("benchapi")
+        config = api.ApiConfig(
+            seconds=self.args.api_seconds,
+            events=self.args.api_events,
+            ingest_rate=self.args.api_ingest_rate,
+            trigger_s=self.args.speed_trigger,
+        )
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        return api.run(self.spark_session(served), served, config, self.sampler, self.log_dir)
+
     def run(self) -> int:
         args = self.args
         print(
@@ -388,6 +422,7 @@ class Bench:
             self.run_step("batch", ("workload",), lambda: self.batch(main))
             self.run_step("duckdb", ("batch",), lambda: self.duckdb(main))
             self.run_step("speed", (), lambda: self.speed(main))
+            self.run_step("api", (), self.api)
             self.run_step("replay", ("workload",), lambda: self.replay(main))
         except Terminated as stop:
             print(f"\n== {stop}: stopping here", flush=True)

@@ -18,6 +18,9 @@ from tests.charts.chart_utils import CHART_DIR, render
         ({"architecture": 1}, "/architecture"),
         ({"serving": {"replicas": "two"}}, "/serving/replicas"),
         ({"serving": {"replicas": 0}}, "/serving/replicas"),
+        ({"serving": {"workers": 0}}, "/serving/workers"),
+        ({"serving": {"pool": {"maxSize": "8"}}}, "/serving/pool/maxSize"),
+        ({"serving": {"pool": {"size": 8}}}, "size"),
         ({"kafka": {"port": "9092"}}, "/kafka/port"),
         ({"kafka": {"enabled": "yes"}}, "/kafka/enabled"),
         ({"images": {"app": {"tag": "latest"}}}, "/images/app/tag"),
@@ -40,6 +43,7 @@ def test_schema_should_reject(values: dict[str, Any], complaint: str) -> None:
     [
         ({"architecture": "lambda", "airflow": {"enabled": False}}, "through Airflow"),
         ({"kafka": {"enabled": False}}, "kafka.externalHost"),
+        ({"serving": {"pool": {"minSize": 9, "maxSize": 8}}}, "serving.pool.minSize=9 is above"),
     ],
 )
 def test_check_values_should_fail_with_a_sentence(values: dict[str, Any], sentence: str) -> None:

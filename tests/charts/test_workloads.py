@@ -189,6 +189,8 @@ class TestResourceBudget:
         assert serving["spec"]["replicas"] == 2
         main = next(containers(serving, init=False))
         assert main["resources"]["limits"]["memory"] == "768Mi"
+        env = {e["name"]: e.get("value") for e in main["env"]}
+        assert (env["LK_SERVE_WORKERS"], env["LK_SERVE_POOL_MAX_SIZE"]) == ("2", "4")
         (speed,) = rendered.by_component("Deployment", "speed-layer")
         main = next(containers(speed, init=False))
         assert main["resources"]["requests"]["memory"] == "1536Mi"
@@ -216,3 +218,17 @@ class TestResourceBudget:
             cpu += replicas * pod_cpu
             memory += replicas * pod_mem
         return cpu, memory
+
+
+class TestServingDeployment:
+    def test_should_run_one_worker_and_say_where_its_metrics_are(self) -> None:
+        # One worker for the default limit of half a CPU (`lk serve` would count the node's).
+        (serving,) = render_set("defaults").by_component("Deployment", "serving")
+        main = next(containers(serving, init=False))
+        env = {e["name"]: e.get("value") for e in main["env"]}
+        assert env["LK_SERVE_WORKERS"] == "1"
+        assert (env["LK_SERVE_POOL_MIN_SIZE"], env["LK_SERVE_POOL_MAX_SIZE"]) == ("2", "8")
+        annotations = pod_metadata(serving)["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true"
+        assert annotations["prometheus.io/path"] == "/metrics"
+        assert annotations["prometheus.io/port"] == str(main["ports"][0]["containerPort"])

@@ -33,6 +33,7 @@ from serving.main import create_app
 from speed_layer.kappa import KAPPA, KappaViews
 from tests.conftest import ROOT
 from tests.integration.helpers import isolated_settings, settings_env
+from tests.serving_pages import read_whole
 
 LAMBDA = "lambda"
 DAY_MS = 24 * 3_600_000
@@ -95,9 +96,7 @@ def _alias(settings: Settings, architecture: str) -> versions.Version | None:
 
 def _served(settings: Settings, view: str) -> dict[str, Any]:
     with TestClient(create_app(settings)) as client:
-        response = client.get(f"/v1/views/{view}", params={"architecture": LAMBDA})
-    assert response.status_code == 200, response.text
-    return dict(response.json())
+        return read_whole(client.get, view, architecture=LAMBDA)
 
 
 def _before(rows: list[dict[str, Any]], cutoff: str) -> list[dict[str, Any]]:

@@ -30,11 +30,12 @@ from core.store.streams import LAMBDA_SPEED
 from serving.main import create_app
 from speed_layer.lambda_speed import SpeedLayer
 from tests.integration.helpers import isolated_settings
+from tests.serving_pages import read_whole
 
 
 def _served(settings: Settings) -> dict[str, dict]:
     with TestClient(create_app(settings)) as client:
-        return {view: client.get(f"/v1/views/{view}").json() for view in VIEW_NAMES}
+        return {view: read_whole(client.get, view) for view in VIEW_NAMES}
 
 
 def _assert_equal(served: dict[str, dict], expected: OracleResult) -> None:

@@ -12,6 +12,7 @@ from core.oracle import OracleResult, compute_views, load_jsonl_values, load_pro
 from core.settings import Settings
 from serving.main import create_app
 from tests.conftest import run_lk
+from tests.serving_pages import read_whole
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +28,7 @@ def lambda_workload(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -
 
 def _served(settings: Settings, view: str) -> dict:
     with TestClient(create_app(settings)) as client:
-        response = client.get(f"/v1/views/{view}", params={"architecture": "lambda"})
-    assert response.status_code == 200, response.text
-    return response.json()
+        return read_whole(client.get, view, architecture="lambda")
 
 
 def test_drain_makes_every_view_equal_the_oracle(

@@ -29,9 +29,9 @@ from core.catalog import VIEWS
 from core.settings import Architecture, Settings
 from core.store.connection import connect
 from core.store.schema import batch_table, create_all, realtime_table
+from core.store.streams import to_timestamp
 from core.timefmt import HOUR_MS, MINUTE_MS, iso, parse_iso
 from serving.main import create_app
-from serving.repository import to_timestamp
 from tests.conftest import ROOT, run_lk
 
 Row = dict[str, Any]
@@ -239,7 +239,7 @@ def test_unknown_view_is_404_with_a_reason(client: TestClient) -> None:
         ("unique_users", {"user_id": "u1"}, "'user_id' is not a key of unique_users"),
         ("page_views", {"architecture": "both"}, "architecture must be one of lambda, kappa"),
         ("page_views", {"architecture": "LAMBDA"}, "architecture must be one of"),
-        ("page_views", {"limit": "10"}, "unknown query parameter 'limit'"),
+        ("page_views", {"offset": "10"}, "unknown query parameter 'offset'"),
         ("sessions", {"user_id": ""}, "user_id must not be empty"),
     ],
 )
@@ -485,6 +485,7 @@ def test_lambda_meta(client: TestClient, store: psycopg.Connection) -> None:
         "quarantined": 7,  # the batch's count: the speed layer has read less of the log
         "late_dropped": 4,
         "stream": "lambda-speed",
+        "next_cursor": None,
     }
 
 
@@ -523,6 +524,7 @@ def test_kappa_reads_only_the_stream_of_its_alias_version(
         "quarantined": 9,
         "late_dropped": 3,
         "stream": "kappa-v2",
+        "next_cursor": None,
     }
 
 
@@ -703,6 +705,55 @@ def test_lk_serve_runs_the_api_until_stopped_by_pid(
     assert "serving stopped (SIGTERM)" in log.read_text()
 
 
+def test_lk_serve_workers_share_the_port_and_sum_their_metrics(
+    stack_env: dict[str, str],
+    serving_settings: Settings,
+    store: psycopg.Connection,
+    tmp_path: Path,
+) -> None:
+    set_alias(store, "kappa", 1)
+    insert_rt(store, "page_views", "kappa-v1", [pv("/a", "09:00", 4)])
+    port = _free_port()
+    env = {**os.environ, **stack_env, "LK_POSTGRES_DB": serving_settings.postgres_db}
+    log = tmp_path / "serve.log"
+    lk = Path(sys.executable).with_name("lk")
+    command = [str(lk), "serve", "--architecture", "kappa", "--port", str(port), "--workers", "2"]
+    with log.open("w") as out:
+        server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:  # both workers up: each opened its pool (2 connections at least)
+            assert server.poll() is None, log.read_text()
+            try:
+                values = _samples(httpx.get(f"{base}/metrics", timeout=2).text)
+                if values.get(("lk_serving_pool_connections", _labels({"state": "max"}))) == 16:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.3)
+        with httpx.Client(base_url=base, timeout=10) as http:
+            for _ in range(40):  # new connections: the kernel spreads them over the workers
+                body = http.get("/v1/views/page_views", headers={"Connection": "close"}).json()
+                assert body["rows"] == [pv("/a", "09:00", 4)]
+            values = _samples(http.get("/metrics").text)
+        labels = _labels({"architecture": "kappa", "code": "200", "view": "page_views"})
+        assert values[("lk_serving_request_duration_seconds_count", labels)] == 40
+        assert values[("lk_serving_view_version", _labels({"architecture": "kappa"}))] == 1
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            code = server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=30)
+            raise
+    assert code == 0, log.read_text()
+    text = log.read_text()
+    assert "with 2 workers" in text and "serving stopped (SIGTERM)" in text
+
+
 def test_lk_serve_fails_in_one_line_without_a_store(stack_env: dict[str, str]) -> None:
     env = {**stack_env, "LK_POSTGRES_PORT": str(_free_port())}
     result = run_lk("serve", "--port", str(_free_port()), env=env, timeout=60)
@@ -723,3 +774,363 @@ def test_lk_serve_fails_in_one_line_on_a_busy_port(
     assert result.returncode == 1
     assert result.stderr.startswith(f"lk: error: cannot listen on 127.0.0.1:{port}")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+# --- pages ----------------------------------------------------------------------------------
+
+
+def walk(client: TestClient, view: str, limit: int, **params: str) -> list[dict[str, Any]]:
+    """Every page of a view, following `meta.next_cursor` until it is null."""
+    bodies = [get(client, view, limit=str(limit), **params)]
+    while (cursor := bodies[-1]["meta"]["next_cursor"]) is not None:
+        assert isinstance(cursor, str) and cursor
+        bodies.append(get(client, view, limit=str(limit), cursor=cursor, **params))
+        assert len(bodies) < 1000, "the pages never end"
+    return bodies
+
+
+def _many_pages(store: psycopg.Connection) -> None:
+    """Lambda (batch v1 before 10:00, speed after) and Kappa v1 rows whose keys sort differently
+    in code-point order than in most collations, and sessions of a user that start together."""
+    set_alias(store, "lambda", 1, cutoff=at("10:00"))
+    set_alias(store, "kappa", 1)
+    pages = ["/b", "/a", "/B", "/é", "/a-", "/Z", "/ä", "/aa", "/a a"]
+    minutes = ["09:57", "09:58", "09:59", "10:00", "10:01"]
+    rows = [pv(page, m, 10 * i + j) for i, page in enumerate(pages) for j, m in enumerate(minutes)]
+    insert_batch(store, "page_views", 1, [r for r in rows if r["window_start"] < at("10:00")])
+    insert_rt(
+        store, "page_views", "lambda-speed", [r for r in rows if r["window_start"] >= at("10:00")]
+    )
+    insert_rt(store, "page_views", "kappa-v1", rows)
+    sessions = [
+        session(user, start, end, n)
+        for n, (user, start, end) in enumerate(
+            [
+                ("u1", "09:00", "09:10"),
+                ("u1", "09:00", "09:40"),
+                ("U1", "08:00", "08:05"),
+                ("u2", "07:00", "07:01"),
+                ("ü", "06:00", "06:30"),
+                ("u1", "11:00", "11:00"),
+            ],
+            start=1,
+        )
+    ]
+    insert_batch(store, "sessions", 1, sessions[1:2])  # u1 09:00-09:40, not covered
+    insert_rt(store, "sessions", "lambda-speed", sessions[:1] + sessions[2:])
+    insert_rt(store, "sessions", "kappa-v1", sessions[1:])  # one start per user and stream
+
+
+@pytest.mark.parametrize("architecture", ["lambda", "kappa"])
+@pytest.mark.parametrize("view", ["page_views", "sessions"])
+@pytest.mark.parametrize("limit", [1, 2, 7, 1000])
+def test_pages_walk_a_whole_view_and_equal_the_unpaginated_answer(
+    client: TestClient,
+    store: psycopg.Connection,
+    serving_settings: Settings,
+    architecture: str,
+    view: str,
+    limit: int,
+) -> None:
+    _many_pages(store)
+    # The unpaginated answer: the whole view in one read (what the quality checks read).
+    from serving.filters import parse_view_query
+    from serving.repository import read_view
+
+    whole, meta = read_view(store, parse_view_query(view, [], architecture))  # type: ignore[arg-type]
+    assert len(whole) > 2 * 2
+
+    bodies = walk(client, view, limit, architecture=architecture)
+    assert [row for body in bodies for row in body["rows"]] == whole
+    assert all(len(body["rows"]) == limit for body in bodies[:-1])
+    assert 1 <= len(bodies[-1]["rows"]) <= limit
+    assert len(bodies) == -(-len(whole) // limit)  # no empty last page
+    for body in bodies:  # every page carries the same meta but for its cursor
+        assert {**body["meta"], "next_cursor": None} == meta.model_dump()
+    # Filters apply to every page.
+    key, value = ("page", "/a") if view == "page_views" else ("user_id", "u1")
+    filtered = [row for row in whole if row[key] == value]
+    paged = walk(client, view, 1, architecture=architecture, **{key: value})
+    assert [row for body in paged for row in body["rows"]] == filtered
+
+
+def test_a_view_smaller_than_the_limit_answers_in_one_page(
+    client: TestClient, store: psycopg.Connection
+) -> None:
+    _many_pages(store)
+    body = get(client, "page_views")
+    assert len(body["rows"]) == 45 and body["meta"]["next_cursor"] is None
+    assert get(client, "page_views", limit="45")["meta"]["next_cursor"] is None
+    assert get(client, "page_views", limit="44")["meta"]["next_cursor"] is not None
+
+
+def test_the_default_limit_and_the_maximum_come_from_the_settings(
+    serving_settings: Settings, store: psycopg.Connection
+) -> None:
+    _many_pages(store)
+    settings = serving_settings.model_copy(
+        update={"serve_page_limit": 10, "serve_page_limit_max": 20}
+    )
+    with TestClient(create_app(settings)) as test_client:
+        body = get(test_client, "page_views")
+        assert len(body["rows"]) == 10 and body["meta"]["next_cursor"] is not None
+        assert len(get(test_client, "page_views", limit="20")["rows"]) == 20
+        response = test_client.get("/v1/views/page_views", params={"limit": "21"})
+        assert response.status_code == 422
+        assert "limit must be a whole number from 1 to 20" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("params", "reason"),
+    [
+        ({"limit": "0"}, "limit must be a whole number from 1 to 10,000, not '0'"),
+        ({"limit": "10001"}, "limit must be a whole number from 1 to 10,000"),
+        ({"limit": "-1"}, "limit must be a whole number"),
+        ({"limit": "ten"}, "limit must be a whole number"),
+        ({"limit": "1.5"}, "limit must be a whole number"),
+        ({"cursor": "not-a-cursor"}, "cursor: not a cursor this API issued"),
+        ({"cursor": "WzEsbnVsbF0"}, "cursor: not a cursor this API issued"),  # [1,null]
+    ],
+)
+def test_a_bad_limit_or_cursor_is_422_with_the_reason(
+    client: TestClient, params: dict[str, str], reason: str
+) -> None:
+    response = client.get("/v1/views/page_views", params=params)
+    assert response.status_code == 422, response.text
+    assert reason in response.json()["detail"]
+
+
+def test_a_cursor_of_another_query_is_422(client: TestClient, store: psycopg.Connection) -> None:
+    _many_pages(store)
+    cursor = get(client, "page_views", limit="2")["meta"]["next_cursor"]
+    for view, params in [
+        ("page_views", {"page": "/a"}),
+        ("page_views", {"architecture": "kappa"}),
+        ("page_views", {"start": at("09:00")}),
+        ("sessions", {}),
+    ]:
+        response = client.get(f"/v1/views/{view}", params={**params, "cursor": cursor})
+        assert response.status_code == 422, (view, params, response.text)
+        assert "cursor: it belongs to another query" in response.json()["detail"]
+    # The same query with another limit is the same query.
+    assert get(client, "page_views", limit="5", cursor=cursor)["rows"]
+
+
+@pytest.mark.parametrize("architecture", ["lambda", "kappa"])
+def test_a_cursor_taken_before_an_alias_switch_gets_409(
+    client: TestClient, store: psycopg.Connection, architecture: str
+) -> None:
+    versions = _lambda_versions(store) if architecture == "lambda" else _kappa_versions(store)
+    _switch(store, architecture, 1)
+    first = get(client, "page_views", architecture=architecture, limit="2")
+    assert first["rows"] == versions[1][:2]
+    cursor = first["meta"]["next_cursor"]
+    assert (
+        get(client, "page_views", architecture=architecture, limit="2", cursor=cursor)["rows"]
+        == versions[1][2:4]
+    )
+
+    _switch(store, architecture, 2)
+    response = client.get(
+        "/v1/views/page_views", params={"architecture": architecture, "cursor": cursor}
+    )
+    assert response.status_code == 409, response.text
+    detail = response.json()["detail"]
+    assert "moved from version 1 to 2" in detail and "start again without a cursor" in detail
+    assert "etag" not in response.headers
+
+    # Back to version 1: still another switch, the cursor's pages could have changed meanwhile.
+    _switch(store, architecture, 1)
+    response = client.get(
+        "/v1/views/page_views", params={"architecture": architecture, "cursor": cursor}
+    )
+    assert response.status_code == 409, response.text
+    assert "moved again, to version 1" in response.json()["detail"]
+
+    # A fresh walk reads the version now served, whole.
+    bodies = walk(client, "page_views", 2, architecture=architecture)
+    assert [row for body in bodies for row in body["rows"]] == versions[1]
+
+
+def test_a_cursor_from_before_a_first_publication_gets_409(
+    client: TestClient, store: psycopg.Connection
+) -> None:
+    # Lambda before its first batch serves the speed layer's rows alone; the first alias is a
+    # switch too.
+    insert_rt(store, "page_views", "lambda-speed", [pv("/a", m, 1) for m in ("10:00", "10:01")])
+    cursor = get(client, "page_views", limit="1")["meta"]["next_cursor"]
+    assert cursor is not None
+    set_alias(store, "lambda", 1, cutoff=at("09:00"))
+    response = client.get("/v1/views/page_views", params={"limit": "1", "cursor": cursor})
+    assert response.status_code == 409
+    assert "moved from version None to 1" in response.json()["detail"]
+
+
+# --- version tags (ETag) and revalidation ---------------------------------------------------
+
+
+def _commit(
+    conn: psycopg.Connection, stream: str, batch_id: int, rows: list[Row], **progress: Any
+) -> None:
+    """What a stream's micro-batch does: its changed rows and its progress, one transaction."""
+    from core.store import realtime
+
+    upsert = realtime.Upsert("page_views", rows=[_db_row("page_views", r) for r in rows])
+    state = realtime.StreamProgress(stream, **progress)
+    assert realtime.commit_batch(conn, state, batch_id, [upsert])
+
+
+def _tag(client: TestClient, architecture: str = "lambda", **params: str) -> str:
+    response = client.get("/v1/views/page_views", params={"architecture": architecture, **params})
+    assert response.status_code == 200, response.text
+    assert response.headers["cache-control"] == "no-cache"
+    tag = response.headers["etag"]
+    assert tag.startswith('"') and tag.endswith('"') and len(tag) > 10
+    return tag
+
+
+def test_an_etag_changes_exactly_when_the_answer_can_change(
+    client: TestClient, store: psycopg.Connection
+) -> None:
+    set_alias(store, "lambda", 1, cutoff=at("10:00"))
+    set_alias(store, "kappa", 1)
+    insert_batch(store, "page_views", 1, [pv("/a", "09:00", 1)])
+    _commit(store, "lambda-speed", 0, [pv("/a", "10:00", 2)], watermark_ms=parse_iso(at("10:05")))
+    _commit(store, "kappa-v1", 0, [pv("/a", "09:00", 3)])
+    set_progress(store, "lambda-archiver", quarantined=5)
+
+    lambda_tag, kappa_tag = _tag(client), _tag(client, "kappa")
+    # Nothing moved: the same tags, however often asked.
+    assert _tag(client) == lambda_tag and _tag(client, "kappa") == kappa_tag
+    # Another query of the same state has a tag of its own.
+    assert _tag(client, page="/a") != lambda_tag
+    assert _tag(client, limit="1") != lambda_tag
+
+    # A micro-batch of the speed layer: Lambda's answer can change, Kappa's cannot.
+    _commit(store, "lambda-speed", 1, [pv("/a", "10:00", 4)], watermark_ms=parse_iso(at("10:06")))
+    assert _tag(client) != lambda_tag
+    assert _tag(client, "kappa") == kappa_tag
+    lambda_tag = _tag(client)
+    # Even a micro-batch that changed no row moves the stream's progress (watermark, counts).
+    _commit(store, "lambda-speed", 2, [], watermark_ms=parse_iso(at("10:06")))
+    assert _tag(client) != lambda_tag
+    lambda_tag = _tag(client)
+
+    # The archiver's quarantine count is Lambda's meta.
+    store.execute(
+        "update stream_progress set quarantined = 6, updated_at = now() "
+        "where stream = 'lambda-archiver'"
+    )
+    assert _tag(client) != lambda_tag
+    lambda_tag = _tag(client)
+
+    # Kappa's micro-batch moves Kappa's tag only; a stream no alias names moves none.
+    _commit(store, "kappa-v1", 1, [pv("/a", "09:00", 5)])
+    assert _tag(client, "kappa") != kappa_tag and _tag(client) == lambda_tag
+    kappa_tag = _tag(client, "kappa")
+    _commit(store, "kappa-v2", 0, [pv("/a", "09:00", 6)])
+    assert _tag(client, "kappa") == kappa_tag and _tag(client) == lambda_tag
+
+    # An alias switch (a hand-off, a reprocess) moves the tag, even back to a version.
+    set_alias(store, "kappa", 2)
+    assert _tag(client, "kappa") != kappa_tag
+    set_alias(store, "kappa", 1)
+    assert _tag(client, "kappa") != kappa_tag
+    set_alias(store, "lambda", 1, cutoff=at("10:00"))
+    assert _tag(client) != lambda_tag
+
+
+def test_if_none_match_gets_304_without_rows(client: TestClient, store: psycopg.Connection) -> None:
+    set_alias(store, "lambda", 1, cutoff=at("10:00"))
+    insert_batch(store, "page_views", 1, [pv("/a", "09:00", 1)])
+    _commit(store, "lambda-speed", 0, [pv("/a", "10:00", 2)])
+    first = client.get("/v1/views/page_views")
+    tag = first.headers["etag"]
+    for header in [tag, f"W/{tag}", f'"other", {tag}', "*"]:
+        response = client.get("/v1/views/page_views", headers={"If-None-Match": header})
+        assert response.status_code == 304, header
+        assert response.content == b""
+        assert response.headers["etag"] == tag
+        assert response.headers["cache-control"] == "no-cache"
+    # A tag of another state is answered in full, with the current tag.
+    response = client.get("/v1/views/page_views", headers={"If-None-Match": '"other"'})
+    assert response.status_code == 200 and response.json() == first.json()
+    _commit(store, "lambda-speed", 1, [pv("/a", "10:00", 3)])
+    response = client.get("/v1/views/page_views", headers={"If-None-Match": tag})
+    assert response.status_code == 200 and response.headers["etag"] != tag
+    assert response.json()["rows"] == [pv("/a", "09:00", 1), pv("/a", "10:00", 3)]
+    # A 304 answers before a cursor is checked: a cursor's answer cannot have changed either.
+    cursor = get(client, "page_views", limit="1")["meta"]["next_cursor"]
+    page = client.get("/v1/views/page_views", params={"limit": "1", "cursor": cursor})
+    again = client.get(
+        "/v1/views/page_views",
+        params={"limit": "1", "cursor": cursor},
+        headers={"If-None-Match": page.headers["etag"]},
+    )
+    assert again.status_code == 304
+
+
+# --- metrics --------------------------------------------------------------------------------
+
+
+def test_metrics_show_latency_per_view_pool_use_and_the_stream_progress_read(
+    client: TestClient, store: psycopg.Connection
+) -> None:
+    set_alias(store, "lambda", 3, cutoff=at("10:00"))
+    _commit(
+        store,
+        "lambda-speed",
+        41,
+        [pv("/a", "10:00", 2)],
+        watermark_ms=parse_iso(at("10:05")),
+        late_dropped=4,
+    )
+    set_progress(store, "lambda-archiver", quarantined=7)
+    get(client, "page_views")
+    get(client, "sessions")
+    tag = client.get("/v1/views/page_views").headers["etag"]
+    assert client.get("/v1/views/page_views", headers={"If-None-Match": tag}).status_code == 304
+    client.get("/v1/views/page_views", params={"limit": "0"})  # 422: refused before reading
+
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    values = _samples(response.text)
+
+    def count(code: int, view: str) -> float:
+        labels = {"architecture": "lambda", "code": str(code), "view": view}
+        return values[("lk_serving_request_duration_seconds_count", _labels(labels))]
+
+    assert (count(200, "page_views"), count(200, "sessions"), count(304, "page_views")) == (2, 1, 1)
+    buckets = {
+        labels["le"]
+        for (name, labels_) in values
+        if name == "lk_serving_request_duration_seconds_bucket"
+        for labels in [dict(labels_)]
+    }
+    assert {"0.005", "0.01", "0.05"} <= buckets
+    assert values[("lk_serving_pool_connections", _labels({"state": "max"}))] == 8
+    assert values[("lk_serving_pool_connections", _labels({"state": "open"}))] >= 1
+    assert values[("lk_serving_pool_requests_waiting", _labels({}))] == 0
+    lam = _labels({"architecture": "lambda"})
+    assert values[("lk_serving_view_version", lam)] == 3
+    assert values[("lk_serving_batch_cutoff_seconds", lam)] == parse_iso(at("10:00")) / 1000
+    assert values[("lk_serving_stream_last_batch_id", lam)] == 41
+    assert values[("lk_serving_stream_watermark_seconds", lam)] == parse_iso(at("10:05")) / 1000
+    assert values[("lk_serving_stream_late_dropped", lam)] == 4
+    assert values[("lk_serving_quarantined", lam)] == 7
+    assert abs(values[("lk_serving_stream_committed_seconds", lam)] - time.time()) < 600
+
+
+def _labels(labels: dict[str, str]) -> frozenset[tuple[str, str]]:
+    return frozenset(labels.items())
+
+
+def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (sample.name, _labels(sample.labels)): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }

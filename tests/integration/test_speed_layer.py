@@ -23,6 +23,7 @@ from core.store.streams import LAMBDA_SPEED
 from serving.main import create_app
 from tests.conftest import ROOT
 from tests.integration.helpers import isolated_settings, settings_env
+from tests.serving_pages import read_whole
 
 
 def _speed_process(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -86,7 +87,7 @@ def test_speed_layer_killed_mid_stream_and_restarted_ends_exact(
     )
     with TestClient(create_app(settings)) as client:
         for view in VIEW_NAMES:
-            body = client.get(f"/v1/views/{view}").json()
+            body = read_whole(client.get, view)
             assert body["rows"] == expected.views[view], view
         meta = client.get("/v1/views/page_views").json()["meta"]
     assert meta["late_dropped"] == len(late_ids) > 0

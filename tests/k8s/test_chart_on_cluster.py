@@ -26,6 +26,7 @@ from core.settings import Settings
 from tests.airflow_api import AirflowApi
 from tests.k8s.conftest import RELEASE, helm_install
 from tests.k8s.kube import Kube
+from tests.serving_pages import read_whole
 
 BATCH_DAG = "lambda_batch"
 REPROCESS_DAG = "kappa_reprocess"
@@ -217,11 +218,8 @@ def test_lambda_batch_triggered_through_rest_runs_spark_driver_and_executor_pods
 
 
 def _served(url: str, view: str, architecture: str) -> dict[str, Any]:
-    response = httpx.get(
-        f"{url}/v1/views/{view}", params={"architecture": architecture}, timeout=30
-    )
-    assert response.status_code == 200, response.text
-    return dict(response.json())
+    with httpx.Client(base_url=url, timeout=30) as client:
+        return read_whole(client.get, view, architecture=architecture)
 
 
 def _wait_until_exact(url: str, architecture: str, oracle: OracleResult) -> dict[str, Any]:

@@ -1,2 +1,2 @@
-"""Routers: `health` (liveness), `views` (the five views, merged per architecture) and
-`quality` (the Data Docs link and the suites' last results)."""
+"""Routers: `health` (liveness), `views` (the five views, merged per architecture), `quality`
+(the Data Docs link and the suites' last results) and `metrics` (Prometheus)."""

@@ -1,49 +1,80 @@
-"""`GET /v1/views/{view}`: one view, merged for the asked architecture, with its meta."""
+"""`GET /v1/views/{view}`: one page of a view, merged for the asked architecture, with its meta.
+
+Every answer carries an `ETag` naming the store state it was read from; a request whose
+`If-None-Match` still names the current state gets 304 after one statement, without its rows
+being read (`serving.caching`). A page cursor read from another alias version gets 409.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import asyncio
+from time import perf_counter
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+import orjson
+import psycopg
+from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from fastapi.responses import JSONResponse
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
-from serving import repository
-from serving.api.deps import ConnDep, SettingsDep
+from core.store.reads import State
+from serving import caching, repository
+from serving.api.deps import MetricsDep, PoolDep, app_settings
 from serving.filters import (
     BadFilterError,
+    PageLimits,
     UnknownViewError,
     ViewQuery,
     default_architecture,
     parse_view_query,
 )
+from serving.metrics import ServingMetrics
 from serving.models import ErrorBody, ViewResponse
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
 
-def view_query(
-    view: str,
-    request: Request,
-    settings: SettingsDep,
-    # Declared for the OpenAPI page only: the whole query string is checked by
-    # `parse_view_query`, which also refuses unknown and repeated parameters.
-    start: Annotated[
-        str | None, Query(description="ISO 8601 UTC; rows whose window starts at or after it.")
-    ] = None,
-    end: Annotated[
-        str | None, Query(description="ISO 8601 UTC; rows whose window starts before it.")
-    ] = None,
-    architecture: Annotated[
-        str | None, Query(description="lambda or kappa (default: the deployment's).")
-    ] = None,
-    page: Annotated[str | None, Query(description="page_views only.")] = None,
-    query: Annotated[str | None, Query(description="search_ctr only.")] = None,
-    segment: Annotated[str | None, Query(description="revenue_by_segment only.")] = None,
-    user_id: Annotated[str | None, Query(description="sessions only.")] = None,
-) -> ViewQuery:
-    """The checked request: 404 for an unknown view, 422 with the reason for a bad filter."""
+def _parameter(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema or {"type": "string"},
+        "description": description,
+    }
+
+
+# For the OpenAPI page only: the whole query string is checked by `parse_view_query` (which
+# also refuses unknown and repeated parameters), not by FastAPI, whose per-parameter
+# validation would cost more than the rest of a small answer.
+QUERY_PARAMETERS = [
+    _parameter("start", "ISO 8601 UTC; rows whose window starts at or after it."),
+    _parameter("end", "ISO 8601 UTC; rows whose window starts before it."),
+    _parameter("architecture", "lambda or kappa (default: the deployment's)."),
+    _parameter(
+        "limit",
+        "Rows per page: 1 to LK_SERVE_PAGE_LIMIT_MAX (10,000); default LK_SERVE_PAGE_LIMIT "
+        "(1,000).",
+        {"type": "integer", "minimum": 1},
+    ),
+    _parameter("cursor", "`meta.next_cursor` of the previous page (same view and filters)."),
+    _parameter("page", "page_views only."),
+    _parameter("query", "search_ctr only."),
+    _parameter("segment", "revenue_by_segment only."),
+    _parameter("user_id", "sessions only."),
+]
+
+
+async def view_query(view: str, request: Request) -> ViewQuery:
+    """The checked request: 404 for an unknown view, 422 with the reason for a bad filter.
+    (Asynchronous although it waits on nothing: FastAPI runs a plain function in a thread.)"""
+    settings = app_settings(request)
     try:
         return parse_view_query(
-            view, request.query_params.multi_items(), default_architecture(settings)
+            view,
+            request.query_params.multi_items(),
+            default_architecture(settings),
+            PageLimits.from_settings(settings),
         )
     except UnknownViewError as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
@@ -51,19 +82,128 @@ def view_query(
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
 
 
-# Declared before the connection, so a refused request never opens one.
+# Declared before the pool, so a refused request never takes a connection.
 ViewQueryDep = Annotated[ViewQuery, Depends(view_query)]
+
+
+def _body(query: ViewQuery, state: State, page: repository.Page) -> bytes:
+    meta = repository.view_meta(state, page.next_cursor).model_dump()
+    # The rows are checked JSON values already: encoded as they are (orjson, the same JSON as
+    # Starlette's JSONResponse), not validated again on the way out.
+    return orjson.dumps({"view": query.spec.name, "rows": page.rows, "meta": meta})
+
+
+def _recheck(request: Request, pool: AsyncConnectionPool[Any]) -> None:
+    """Check the pool's idle connections in the background (once at a time): after a store
+    restart they are all broken, and each would otherwise fail one request."""
+    running: asyncio.Task[None] | None = getattr(request.app.state, "pool_check", None)
+    if running is None or running.done():
+        request.app.state.pool_check = asyncio.create_task(pool.check())
+
+
+async def _read(
+    conn: psycopg.AsyncConnection[Any], query: ViewQuery, if_none_match: str | None
+) -> tuple[State, repository.Page | None]:
+    """The state and, unless `If-None-Match` still names it, the page (None: 304)."""
+    if if_none_match:
+        # One statement decides a 304: pollers mostly get one, for a single round trip.
+        state = await repository.read_state(conn, query.architecture)
+        if caching.none_match(if_none_match, caching.etag(query, state)):
+            return state, None
+    async with repository.snapshot(conn) as snapshot:
+        state = await snapshot.state(query.architecture)
+        unchanged = caching.none_match(if_none_match, caching.etag(query, state))
+        moved = query.cursor is not None and query.cursor.generation != state.generation
+        page = None if unchanged or moved else await snapshot.page(query, state)
+    # Refused after the read-only transaction commits: leaving it by an exception would roll
+    # it back, and psycopg forgets the connection's prepared statements on a rollback.
+    if not unchanged:
+        repository.check_cursor(query, state)
+    return state, page
+
+
+async def _answer(
+    query: ViewQuery,
+    if_none_match: str | None,
+    request: Request,
+    pool: AsyncConnectionPool[Any],
+    metrics: ServingMetrics,
+) -> Response:
+    for attempt in (1, 2):
+        conn = None
+        try:
+            async with pool.connection() as conn:
+                state, page = await _read(conn, query, if_none_match)
+            break
+        except (PoolTimeout, PoolClosed):
+            raise  # no connection at all: the store is down (503)
+        except psycopg.OperationalError:
+            # A connection opened before the store restarted breaks on first use. The read is
+            # idempotent: try once more, on another connection.
+            if attempt == 2 or conn is None or not conn.broken:
+                raise
+            _recheck(request, pool)
+    metrics.observe_state(state)
+    tag = caching.etag(query, state)
+    if page is None:
+        return _not_modified(tag)
+    return Response(
+        _body(query, state, page),
+        media_type="application/json",
+        headers={"ETag": tag, "Cache-Control": caching.CACHE_CONTROL},
+    )
+
+
+def _not_modified(tag: str) -> Response:
+    return Response(
+        status_code=status.HTTP_304_NOT_MODIFIED,
+        headers={"ETag": tag, "Cache-Control": caching.CACHE_CONTROL},
+    )
 
 
 @router.get(
     "/{view}",
     response_model=ViewResponse,
+    openapi_extra={"parameters": QUERY_PARAMETERS},
     responses={
+        status.HTTP_304_NOT_MODIFIED: {
+            "description": "`If-None-Match` names the current answer's ETag (no rows read)."
+        },
         status.HTTP_404_NOT_FOUND: {"model": ErrorBody, "description": "Unknown view."},
-        status.HTTP_422_UNPROCESSABLE_CONTENT: {"model": ErrorBody, "description": "Bad filter."},
+        status.HTTP_409_CONFLICT: {
+            "model": ErrorBody,
+            "description": "The cursor was read from a version the alias no longer points at.",
+        },
+        status.HTTP_422_UNPROCESSABLE_CONTENT: {
+            "model": ErrorBody,
+            "description": "Bad filter, limit or cursor.",
+        },
+        status.HTTP_503_SERVICE_UNAVAILABLE: {
+            "model": ErrorBody,
+            "description": "The serving store cannot be reached.",
+        },
     },
 )
-def read_view(view_query: ViewQueryDep, conn: ConnDep) -> ViewResponse:
-    """Rows of one view (sorted by key fields, then window) and where they come from."""
-    rows, meta = repository.read_view(conn, view_query)
-    return ViewResponse(view=view_query.spec.name, rows=rows, meta=meta)
+async def read_view(
+    view_query: ViewQueryDep, request: Request, pool: PoolDep, metrics: MetricsDep
+) -> Response:
+    """One page of a view (sorted by key fields, then window) and where it comes from; an
+    `ETag` and `Cache-Control: no-cache`, so pollers revalidate with `If-None-Match`."""
+    started = perf_counter()
+    code = status.HTTP_500_INTERNAL_SERVER_ERROR  # unless an answer or a known failure
+    try:
+        response = await _answer(
+            view_query, request.headers.get("if-none-match"), request, pool, metrics
+        )
+        code = response.status_code
+        return response
+    except repository.AliasMovedError as exc:
+        code = status.HTTP_409_CONFLICT
+        return JSONResponse({"detail": str(exc)}, status_code=code)
+    except psycopg.OperationalError:
+        code = status.HTTP_503_SERVICE_UNAVAILABLE  # answered by the app's handler
+        raise
+    finally:
+        metrics.observe_request(
+            view_query.spec.name, view_query.architecture, code, perf_counter() - started
+        )

@@ -1,0 +1,97 @@
+"""The serving API's pure parts: page cursors, limits and `If-None-Match` (no store)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from core.store.reads import ViewFilters
+from serving.caching import none_match
+from serving.cursor import BadCursorError, Cursor, decode, encode, query_digest
+from serving.filters import BadFilterError, PageLimits, parse_view_query
+
+WINDOWED = (str, int)  # page_views: page, window start (ms)
+LIMITS = PageLimits(default=1_000, maximum=10_000)
+
+
+def test_a_cursor_round_trips_with_any_key() -> None:
+    digest = query_digest("page_views", "lambda", ViewFilters())
+    for page in ["/a", "/é", 'quote " and, comma', "", "/" * 300]:
+        cursor = Cursor((3, 1_795_000_000_123_456), (page, 1_793_523_600_000), digest)
+        text = encode(cursor)
+        assert text.isascii() and "=" not in text and "/" not in text and "+" not in text
+        assert decode(text, WINDOWED, digest) == cursor
+    before_any_alias = Cursor((None, None), ("/a", 0), digest)
+    assert decode(encode(before_any_alias), WINDOWED, digest) == before_any_alias
+
+
+def _forged(data: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "!!!",
+        "bm90IGpzb24",  # "not json"
+        _forged({"a": 1}),
+        _forged([2, 1, 0, "d", ["/a", 0]]),  # another format
+        _forged([1, "1", 0, "d", ["/a", 0]]),  # a version that is no number
+        _forged([1, True, 0, "d", ["/a", 0]]),
+        _forged([1, 1, 0, "d", ["/a"]]),  # a position of another shape
+        _forged([1, 1, 0, "d", [1, 0]]),
+        _forged([1, 1, 0, "d", ["/a", 0.5]]),
+    ],
+)
+def test_a_cursor_this_api_did_not_issue_is_refused(text: str) -> None:
+    with pytest.raises(BadCursorError, match="not a cursor this API issued"):
+        decode(text, WINDOWED, "d")
+
+
+def test_a_cursor_of_another_query_is_refused() -> None:
+    mine = query_digest("page_views", "lambda", ViewFilters(keys=(("page", "/a"),)))
+    other = query_digest("page_views", "lambda", ViewFilters(keys=(("page", "/b"),)))
+    assert mine != other
+    assert other != query_digest("page_views", "kappa", ViewFilters(keys=(("page", "/b"),)))
+    text = encode(Cursor((1, 1), ("/a", 0), mine))
+    with pytest.raises(BadCursorError, match="belongs to another query"):
+        decode(text, WINDOWED, other)
+
+
+def test_limits_and_cursors_are_parsed_only_for_pages() -> None:
+    query = parse_view_query("page_views", [], "lambda", LIMITS)
+    assert (query.limit, query.cursor) == (1_000, None)
+    assert parse_view_query("page_views", [("limit", "10000")], "lambda", LIMITS).limit == 10_000
+    for bad in ["0", "10001", "-1", "1e3", "٣", " 5", ""]:
+        with pytest.raises(BadFilterError, match="limit must be a whole number"):
+            parse_view_query("page_views", [("limit", bad)], "lambda", LIMITS)
+    # The whole-view reads (quality checks, demo) take no page parameters.
+    assert parse_view_query("page_views", [], "lambda").limit is None
+    with pytest.raises(BadFilterError, match="unknown query parameter 'limit'"):
+        parse_view_query("page_views", [("limit", "5")], "lambda")
+    # A cursor carries its query: it decodes for the same filters, in any order of parameters.
+    first = parse_view_query("page_views", [("page", "/a"), ("limit", "1")], "lambda", LIMITS)
+    text = encode(Cursor((1, 1), ("/a", 0), first.digest))
+    params = [("cursor", text), ("page", "/a")]
+    assert parse_view_query("page_views", params, "lambda", LIMITS).cursor is not None
+
+
+@pytest.mark.parametrize(
+    ("header", "matches"),
+    [
+        (None, False),
+        ("", False),
+        ('"abc"', True),
+        ('W/"abc"', True),
+        ('"x", "abc"', True),
+        ('"x",W/"abc" ', True),
+        ("*", True),
+        ('"abcd"', False),
+        ("abc", False),  # not a quoted tag
+    ],
+)
+def test_if_none_match_uses_the_weak_comparison(header: str | None, matches: bool) -> None:
+    assert none_match(header, '"abc"') is matches
