@@ -997,7 +997,7 @@ def test_an_etag_changes_exactly_when_the_answer_can_change(
     insert_batch(store, "page_views", 1, [pv("/a", "09:00", 1)])
     _commit(store, "lambda-speed", 0, [pv("/a", "10:00", 2)], watermark_ms=parse_iso(at("10:05")))
     _commit(store, "kappa-v1", 0, [pv("/a", "09:00", 3)])
-    set_progress(store, "lambda-archiver", quarantined=5)
+    set_batch_quarantined(store, 1, 5)
 
     lambda_tag, kappa_tag = _tag(client), _tag(client, "kappa")
     # Nothing moved: the same tags, however often asked.
@@ -1016,10 +1016,9 @@ def test_an_etag_changes_exactly_when_the_answer_can_change(
     assert _tag(client) != lambda_tag
     lambda_tag = _tag(client)
 
-    # The archiver's quarantine count is Lambda's meta.
+    # The published batch's quarantine count is in Lambda's meta.
     store.execute(
-        "update stream_progress set quarantined = 6, updated_at = now() "
-        "where stream = 'lambda-archiver'"
+        "update view_versions set quarantined = 6 where architecture = 'lambda' and version = 1"
     )
     assert _tag(client) != lambda_tag
     lambda_tag = _tag(client)
@@ -1085,7 +1084,7 @@ def test_metrics_show_latency_per_view_pool_use_and_the_stream_progress_read(
         watermark_ms=parse_iso(at("10:05")),
         late_dropped=4,
     )
-    set_progress(store, "lambda-archiver", quarantined=7)
+    set_batch_quarantined(store, 3, 7)
     get(client, "page_views")
     get(client, "sessions")
     tag = client.get("/v1/views/page_views").headers["etag"]
