@@ -82,13 +82,6 @@ def load(conn: psycopg.Connection, stream: str, name: str, keys: Sequence[str]) 
     return [row[0] for row in rows]
 
 
-def load_all(conn: psycopg.Connection, stream: str, name: str) -> list[str]:
-    rows = conn.execute(
-        "select value from stream_state where stream = %s and view = %s", (stream, name)
-    ).fetchall()
-    return [row[0] for row in rows]
-
-
 def _copy(conn: psycopg.Connection, sql: str, rows: Iterable[tuple]) -> None:
     with conn.cursor().copy(sql) as copy:
         for row in rows:
