@@ -68,9 +68,10 @@ airflow-status: ## Report each Airflow process
 ##@ Development
 
 .PHONY: lint
-lint: ## ruff (lint and format check)
+lint: ## ruff (lint and format check), and the rooms' import contracts (pyproject.toml)
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
+	$(UV) run lint-imports
 
 .PHONY: fmt
 fmt: ## Format and fix what ruff can

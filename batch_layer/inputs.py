@@ -1,7 +1,7 @@
 """Which master dataset snapshot each batch version read, and what was archived since.
 
 A batch version reads the master dataset's `events` table at one Delta version, recorded here
-(table `batch_inputs` of the serving store). The raw gate then checks exactly what the next
+(`core.store.batch_inputs`). The raw gate then checks exactly what the next
 batch adds to what the published one saw: the records of the data files added to the table
 since that snapshot (Delta's file lists, read from its log), read through their partitions so
 that nothing else is scanned.
@@ -13,24 +13,17 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.settings import Settings
-from core.store import versions
+from core.settings import Architecture, Settings
+from core.store import batch_inputs, versions
 from core.store.connection import connect
-from core.store.schema import create_all
 
 if TYPE_CHECKING:
-    import psycopg
     from pyspark.sql import DataFrame, SparkSession
 
-LAMBDA = "lambda"
 Partition = tuple[str, int]
 """A master dataset partition: (record_date ``YYYY-MM-DD``, record_hour 0-23)."""
 
 _PARTITION = re.compile(r"/record_date=(\d{4}-\d{2}-\d{2})/record_hour=(\d{1,2})/")
-
-DDL = """create table if not exists batch_inputs (
-    version integer primary key,
-    master_events_version bigint not null)"""
 
 
 def latest_version(spark: SparkSession, path: str) -> int:
@@ -46,33 +39,12 @@ def read_at(spark: SparkSession, path: str, delta_version: int) -> DataFrame:
     return spark.read.format("delta").option("versionAsOf", delta_version).load(path)
 
 
-def record(conn: psycopg.Connection, version: int, master_events_version: int) -> None:
-    with conn.transaction():
-        conn.execute(DDL)
-        conn.execute(
-            "insert into batch_inputs (version, master_events_version) values (%s, %s) "
-            "on conflict (version) do update "
-            "set master_events_version = excluded.master_events_version",
-            (version, master_events_version),
-        )
-
-
 def published_input(settings: Settings) -> int | None:
     """The master events' Delta version the published batch read (None: none published, or
     published before this was recorded)."""
     with connect(settings) as conn:
-        create_all(conn)  # a first batch may come before anything else wrote to the store
-        current = versions.current(conn, LAMBDA)
-        if current is None:
-            return None
-        found = conn.execute("select to_regclass('batch_inputs')").fetchone()
-        if found is None or found[0] is None:
-            return None
-        row = conn.execute(
-            "select master_events_version from batch_inputs where version = %s",
-            (current.version,),
-        ).fetchone()
-    return None if row is None else int(row[0])
+        current = versions.current(conn, Architecture.LAMBDA)
+        return None if current is None else batch_inputs.read_by(conn, current.version)
 
 
 def partitions_of(files: set[str]) -> set[Partition]:

@@ -2,40 +2,39 @@
 cutoff, written as a new version.
 
 The master dataset holds the log's raw records; a batch run reads them at one pinned Delta
-version (`BatchInput`) and validates them here, with the shared parsing (`core.views.parsing`,
+version (`BatchInput`) and validates them here, with the shared parsing (`core.ingestion`,
 as the speed layer and the Kappa job do), once per run: the raw gate checks the new valid
 events and the recompute reads them all from the same parse; the valid events are deduplicated
 over all history and cached for the five views, and the invalid ones are counted (the
 version's `quarantined`). The views come from the shared view logic
 (`core.views`), the same partial aggregates the speed layer and the Kappa job use. The run
-around it (gates, `ready`, the hand-off) is `batch_layer.steps`, whose `run_batch` runs it in
+around it (gates, `ready`, the hand-off) is `batch_layer.pipeline`, whose `run_batch` runs it in
 one call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
 from batch_layer import inputs
+from batch_layer.errors import BatchError
+from core import ingestion
 from core.catalog import CLICK_WINDOW_MS, VIEWS
 from core.frames import empty_profiles
 from core.master_dataset import PARTITION_COLUMNS, RAW_COLUMNS, MasterDataset, require_raw
-from core.settings import Settings
+from core.settings import Architecture, Settings
 from core.store.schema import batch_table
-from core.store.streams import to_timestamp
-from core.views import VIEW_INPUT_COLUMNS, compute_all, compute_view, parsing
+from core.times import to_timestamp
+from core.views import VIEW_INPUT_COLUMNS, compute_all, compute_view
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-LAMBDA = "lambda"
+    from core.views.logic_versions import LogicFilter
 
-
-class BatchError(RuntimeError):
-    pass
+LAMBDA = Architecture.LAMBDA
 
 
 @dataclass(frozen=True)
@@ -62,19 +61,19 @@ def read_master_profiles(spark: SparkSession, master: MasterDataset) -> DataFram
     """Every profile version and tombstone of the master dataset, parsed (`PROFILE_COLUMNS`)."""
     if require_raw(spark, master.profiles):
         raw = spark.read.format("delta").load(master.profiles)
-        return parsing.parse_profiles(raw.select(*RAW_COLUMNS))
+        return ingestion.parse_profiles(raw.select(*RAW_COLUMNS))
     return empty_profiles(spark)
 
 
 def parse_master_events(raw: DataFrame) -> DataFrame:
     """Raw master records validated with the shared parsing, narrowed to what a batch keeps:
     `reason` (NULL when valid) and the columns the views read (NULL for an invalid record)."""
-    return parsing.parse_events(raw.select(*RAW_COLUMNS)).select("reason", *VIEW_INPUT_COLUMNS)
+    return ingestion.parse_events(raw.select(*RAW_COLUMNS)).select("reason", *VIEW_INPUT_COLUMNS)
 
 
 CHECKED_COLUMNS: Final = (
-    *parsing.EVENT_COLUMNS,
-    *parsing.LOG_POSITION,
+    *ingestion.EVENT_COLUMNS,
+    *ingestion.LOG_POSITION,
     "timestamp",
     *PARTITION_COLUMNS,
 )
@@ -87,7 +86,7 @@ def checked_events(raw: DataFrame) -> DataFrame:
     (`CHECKED_COLUMNS`, shared parsing)."""
     from pyspark.sql import functions as F
 
-    parsed = parsing.parse_events(raw.select(*RAW_COLUMNS, *PARTITION_COLUMNS))
+    parsed = ingestion.parse_events(raw.select(*RAW_COLUMNS, *PARTITION_COLUMNS))
     return parsed.where(F.col("reason").isNull()).select(*CHECKED_COLUMNS)
 
 
@@ -145,7 +144,7 @@ class BatchInput:
             new = F.col("_metadata.file_path").isin(sorted(self.added.files))
         raw = self._raw.select(*RAW_COLUMNS, *PARTITION_COLUMNS, new.alias(_NEW))
         columns = dict.fromkeys(("reason", *CHECKED_COLUMNS, *VIEW_INPUT_COLUMNS, _NEW))
-        self._shared = parsing.parse_events(raw).select(*columns).persist()
+        self._shared = ingestion.parse_events(raw).select(*columns).persist()
         return self._shared.count()
 
     def checked(self) -> DataFrame:
@@ -220,14 +219,14 @@ def deduplicated(parsed: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     valid = parsed.where(F.col("reason").isNull())
-    return parsing.first_in_log(valid.select(*VIEW_INPUT_COLUMNS))
+    return ingestion.first_in_log(valid.select(*VIEW_INPUT_COLUMNS))
 
 
 def batch_views(
     events: DataFrame,
     profiles: DataFrame,
     cutoff_ms: int,
-    keep: Callable[[DataFrame], DataFrame] | None = None,
+    logic_filter: LogicFilter | None = None,
 ) -> dict[str, DataFrame]:
     """The batch views for event time before the cutoff, from `deduplicated` events.
 
@@ -239,8 +238,8 @@ def batch_views(
     """
     from pyspark.sql import functions as F
 
-    if keep is not None:  # a logic version's filter, after dedup as in the oracle
-        events = keep(events)
+    if logic_filter is not None:  # after dedup, as in the oracle
+        events = logic_filter(events)
     window_input = events.where(F.col("event_ts") < cutoff_ms + CLICK_WINDOW_MS)
     session_input = events.where(F.col("event_ts") < cutoff_ms)
     views = compute_all(window_input, profiles)

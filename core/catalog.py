@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.timefmt import HOUR_MS, MINUTE_MS
+from core.times import HOUR_MS, MINUTE_MS
 
 SESSION_GAP_MS = 30 * MINUTE_MS
 """Two consecutive events of a user whose gap is at most this (inclusive) share a session."""

@@ -16,7 +16,12 @@ from typing import Any
 from core.catalog import VIEWS, ViewSpec
 
 Row = Mapping[str, Any]
-_REL_TOL = 1e-9
+Values = tuple[Any, ...]
+Keyed = dict[tuple[Any, ...], Values]
+"""A view's rows matched on their key: (key fields..., start) -> (end, value fields...)."""
+
+TOLERANCE = 1e-9
+"""Relative and absolute tolerance on float values (``ctr``); every other value is exact."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +57,7 @@ class ViewDistance:
         return f"{self.off} off ({', '.join(parts)})"
 
 
-def _keyed(spec: ViewSpec, rows: Iterable[Row]) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+def keyed(spec: ViewSpec, rows: Iterable[Row]) -> Keyed:
     start, end = spec.time_fields
     return {
         (*(row[k] for k in spec.keys), row[start]): (row[end], *(row[v] for v in spec.values))
@@ -60,9 +65,12 @@ def _keyed(spec: ViewSpec, rows: Iterable[Row]) -> dict[tuple[Any, ...], tuple[A
     }
 
 
-def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+def same_values(a: Values | None, b: Values | None) -> bool:
+    """Whether two matched rows agree (None: no row; two absent rows agree)."""
+    if a is None or b is None:
+        return a is b
     return len(a) == len(b) and all(
-        math.isclose(x, y, rel_tol=_REL_TOL, abs_tol=_REL_TOL)
+        math.isclose(float(x), float(y), rel_tol=TOLERANCE, abs_tol=TOLERANCE)
         if isinstance(x, float) or isinstance(y, float)
         else x == y
         for x, y in zip(a, b, strict=True)
@@ -72,7 +80,7 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 def view_distance(view: str, served: Iterable[Row], expected: Iterable[Row]) -> ViewDistance:
     """The distance of ``served`` rows of ``view`` from the ``expected`` rows."""
     spec = VIEWS[view]
-    got, want = _keyed(spec, served), _keyed(spec, expected)
+    got, want = keyed(spec, served), keyed(spec, expected)
     both = got.keys() & want.keys()
     return ViewDistance(
         view=view,
@@ -80,5 +88,5 @@ def view_distance(view: str, served: Iterable[Row], expected: Iterable[Row]) -> 
         expected=len(want),
         missing=len(want.keys() - got.keys()),
         extra=len(got.keys() - want.keys()),
-        differing=sum(1 for key in both if not _same(got[key], want[key])),
+        differing=sum(1 for key in both if not same_values(got[key], want[key])),
     )

@@ -8,7 +8,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 PROFILE_SCHEMA = "user_id string, segment string, updated_ts long, partition int, offset long"
-"""`core.views.parsing.parse_profiles`' output: profile versions with their log position."""
+"""`core.ingestion.parse_profiles`' output: profile versions with their log position."""
 
 
 def empty_profiles(spark: SparkSession) -> DataFrame:

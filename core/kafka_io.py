@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.events import profile_from_record
 from core.settings import Settings
 
 if TYPE_CHECKING:
@@ -236,6 +237,16 @@ def end_offsets(settings: Settings, topic: str) -> dict[int, tuple[int, int]]:
         consumer.close()
 
 
+def log_end(settings: Settings) -> dict[str, int]:
+    """The next offset to be written, per ``topic/partition`` of both topics: where a replay
+    that has read everything stands."""
+    return {
+        f"{topic}/{partition}": high
+        for topic in (settings.events_topic, settings.profiles_topic)
+        for partition, (_low, high) in end_offsets(settings, topic).items()
+    }
+
+
 def read_topic(settings: Settings, topic: str, timeout_s: float = 60.0) -> Iterator[LogRecord]:
     """Every record of the topic from the start to the current end, partition by partition."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -281,7 +292,6 @@ def log_event_values(settings: Settings) -> list[bytes | None]:
 def log_profile_changes(settings: Settings) -> list[ProfileChange]:
     """Every profile version and tombstone the `profiles` topic still holds (compaction may
     have dropped older ones; the master dataset keeps them)."""
-    from core.events import profile_from_record
 
     return [
         profile_from_record(r.key or b"", r.value, r.timestamp_ms)

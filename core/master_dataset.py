@@ -9,7 +9,7 @@ value) and when they were archived:
   them from the log later; the master dataset keeps them).
 
 Nothing is parsed on the way in, so archiving runs at the speed of reading the log. Readers
-validate with the shared parsing (`core.views.parsing`: `parse_events`, `parse_profiles`),
+validate with the shared parsing (`core.ingestion`: `parse_events`, `parse_profiles`),
 which gives every invalid record its reason: the quarantine is the invalid records of the
 master dataset, with their topic, partition and offset, derived where the data is read.
 
@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from core.ingestion import KAFKA_COLUMNS
 from core.settings import Settings
-from core.views.parsing import KAFKA_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession

@@ -37,7 +37,7 @@ from core.catalog import (
     check_logic_version,
 )
 from core.events import Event, ProfileChange, Rejected, parse_event, parse_profile_line
-from core.timefmt import HOUR_MS, MINUTE_MS, iso, window_start
+from core.times import HOUR_MS, MINUTE_MS, iso, window_start
 
 Row = dict[str, Any]
 
@@ -230,7 +230,7 @@ def compute_views(
     )
 
 
-def logic_keep(logic_version: str) -> Callable[[Event], bool] | None:
+def logic_filter(logic_version: str) -> Callable[[Event], bool] | None:
     """The events a logic version keeps (``core.catalog.LOGIC_VERSIONS``), as a ``keep``."""
     if check_logic_version(logic_version) == "2":
         return lambda event: abs(event.received_ts - event.sent_ts) < UNTRUSTED_CLOCK_MS

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.kafka_io import quiet_client_logger
 from core.settings import Architecture, Settings
+from core.store.connection import connect, ensure_schema
 
 
 class ProvisionError(RuntimeError):
@@ -44,8 +46,6 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
 
 def _admin(settings: Settings) -> Any:
     from confluent_kafka.admin import AdminClient
-
-    from core.kafka_io import quiet_client_logger
 
     # librdkafka logs every refused connection: keep a not-yet-started broker to one line.
     return AdminClient(
@@ -122,11 +122,8 @@ def ensure_buckets(settings: Settings) -> list[str]:
 
 
 def ensure_store(settings: Settings) -> list[str]:
-    from core.store.connection import connect
-    from core.store.schema import create_all
 
-    with connect(settings) as conn:
-        create_all(conn)
+    ensure_schema(settings)
     return ["serving store tables ready"]
 
 
@@ -136,7 +133,6 @@ def provision_all(settings: Settings) -> list[str]:
 
 def missing(settings: Settings) -> list[str]:
     """What `provision_all` would still have to create (empty: ready). Creates nothing."""
-    from core.store.connection import connect
 
     absent = []
     topics = set(_admin(settings).list_topics(timeout=10).topics)

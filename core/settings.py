@@ -15,6 +15,8 @@ from typing import Self
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.times import MINUTE_MS
+
 
 class Architecture(StrEnum):
     LAMBDA = "lambda"
@@ -93,8 +95,9 @@ class Settings(BaseSettings):
     watermark_delay_minutes: int = 10
     # Upper bound of records per micro-batch (bounds memory and latency of one micro-batch).
     stream_max_offsets_per_trigger: int = 200_000
-    # Kappa reprocessing: the new version has caught up when at most this many records arrived
-    # during its last replay round and its watermark is this close to the live version's.
+    # Kappa reprocessing: the new version has caught up when, after a replay round, it is at
+    # most this many records behind the log end (all partitions) and its watermark is this
+    # close to the live version's (`kappa.reprocess.caught_up`).
     kappa_catchup_max_lag: int = 2_000
     kappa_catchup_watermark_slack_s: int = 120
     kappa_catchup_max_rounds: int = 20
@@ -185,7 +188,7 @@ class Settings(BaseSettings):
     @property
     def watermark_delay_ms(self) -> int:
         """The event-time watermark's delay, as the streams and the cutoff rule use it."""
-        return self.watermark_delay_minutes * 60_000
+        return self.watermark_delay_minutes * MINUTE_MS
 
     @property
     def serve_worker_count(self) -> int:

@@ -56,6 +56,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+from core.catalog import CLICK_WINDOW_MS, SESSION_GAP_MS
 from core.events import (
     DEVICE_AFTER_SENT,
     EVENT_TYPES,
@@ -67,15 +68,14 @@ from core.events import (
     UNKNOWN_TYPE,
     WRONG_TYPE,
 )
-from core.timefmt import iso
+from core.settings import Settings
+from core.times import DAY_MS, HOUR_MS, MINUTE_MS, iso
 
-MINUTE_MS: Final = 60_000
-HOUR_MS: Final = 60 * MINUTE_MS
-DAY_MS: Final = 24 * HOUR_MS
-SESSION_GAP_MS: Final = 30 * MINUTE_MS
-CLICK_WINDOW_MS: Final = 30 * MINUTE_MS
 DEFAULT_START_MS: Final = 1_793_520_000_000  # 2026-11-01T08:00:00Z
-DEFAULT_WATERMARK_DELAY_MS: Final = 10 * MINUTE_MS
+DEFAULT_WATERMARK_DELAY_MS: Final = Settings.model_fields["watermark_delay_minutes"].default * (
+    MINUTE_MS
+)
+"""The settings' default, for a workload generated without settings (tests, benchmarks)."""
 
 SEGMENTS: Final = ("free", "trial", "pro", "enterprise")
 _SEGMENT_CUM: Final = tuple(accumulate((0.55, 0.20, 0.20, 0.05)))

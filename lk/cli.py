@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from core import workload
+from core.kafka_io import produce_file
 from core.settings import Settings, get_settings
 from lk import (
     cluster_commands,
@@ -51,7 +53,6 @@ cli.add_command(cluster_commands.cluster)
 @guarded
 def produce(settings: Settings, file: Path, topic: str | None) -> None:
     """Append each line of a JSONL file to a topic, keyed by user_id."""
-    from core.kafka_io import produce_file
 
     if not file.is_file():
         fail(f"no such file: {file}")
@@ -103,7 +104,6 @@ def generate(
     seed: int, events: int, out: Path, profiles_out: Path | None, hours: float | None
 ) -> None:
     """Write a deterministic, realistic workload (events and profile changes) as JSONL."""
-    from core import workload
 
     spec = workload.WorkloadSpec(
         seed=seed, events=events, watermark_delay_ms=get_settings().watermark_delay_ms

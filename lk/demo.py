@@ -14,11 +14,21 @@ from typing import Any
 
 import click
 
+from core import workload
 from core.catalog import VIEWS
-from core.settings import Settings
+from core.comparison import view_distance
+from core.kafka_io import end_offsets, log_event_values, log_profile_changes, produce_file
+from core.oracle import compute_views
+from core.settings import Architecture, Settings
+from core.spark import build_spark_session
+from core.store.connection import connect
+from infra.stack import stack as local_stack
 from lk.errors import guarded
+from lk.pipelines import drain_lambda
+from serving.filters import parse_view_query
+from serving.repository import read_view
 
-ARCHITECTURES = ("lambda", "kappa")
+ARCHITECTURES = (Architecture.LAMBDA, Architecture.KAPPA)
 
 
 @click.command()
@@ -52,9 +62,6 @@ def demo(
     settings: Settings, seed: int, events: int, out_dir: Path, kappa_micro_batches: int
 ) -> None:
     """Run the main job on one generated workload and report what happened."""
-    from core import workload
-    from core.kafka_io import end_offsets, produce_file
-    from infra.stack import stack as local_stack
 
     started = time.monotonic()
     click.echo("== 1/6 local stack")
@@ -95,9 +102,7 @@ def demo(
         parts = "  ".join(f"p{p}={high - low:,}" for p, (low, high) in offsets.items())
         added = _total(offsets) - before.get(topic, _total(offsets))
         click.echo(f"  {topic:<18} {_total(offsets):>9,} records (+{added:,} now)   {parts}")
-    from core.spark import build_spark_session
-    from lk.pipelines import drain_lambda
-    from speed_layer.kappa import KappaViews
+    from kappa.job import KappaViews  # deferred: pyspark
 
     spark = build_spark_session(settings, "lk-demo")
     try:
@@ -136,12 +141,6 @@ def side_by_side(settings: Settings, kappa_late_ids: set[str]) -> None:
     Kappa's stream path drops events behind its watermark, which Lambda's batch recovers: the
     second Kappa column is its distance from the oracle computed without those events, so a
     reader sees that the whole difference is the late data."""
-    from core.comparison import view_distance
-    from core.kafka_io import log_event_values, log_profile_changes
-    from core.oracle import compute_views
-    from core.store.connection import connect
-    from serving.filters import parse_view_query
-    from serving.repository import read_view
 
     values, profiles = log_event_values(settings), log_profile_changes(settings)
     oracle = compute_views(values, profiles)
@@ -157,9 +156,9 @@ def side_by_side(settings: Settings, kappa_late_ids: set[str]) -> None:
 
     click.echo(f"  {'view':<19} {'oracle rows':>11}   {'lambda':<24} {'kappa':<24} kappa w/o late")
     for view, expected in oracle.views.items():
-        lam = view_distance(view, served["lambda"][view], expected)
-        kap = view_distance(view, served["kappa"][view], expected)
-        kap_on_time = view_distance(view, served["kappa"][view], on_time.views[view])
+        lam = view_distance(view, served[Architecture.LAMBDA][view], expected)
+        kap = view_distance(view, served[Architecture.KAPPA][view], expected)
+        kap_on_time = view_distance(view, served[Architecture.KAPPA][view], on_time.views[view])
         click.echo(
             f"  {view:<19} {len(expected):>11,}   {lam.describe():<24} {kap.describe():<24} "
             f"{kap_on_time.describe()}"

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from core.settings import Settings
+from core.settings import Architecture, Settings
 from lk.errors import fail, guarded
 
 if TYPE_CHECKING:
-    from core.quality import QualityResult
+    from quality import QualityResult
 
 
 @click.group()
@@ -47,7 +47,11 @@ def dq() -> None:
 def validate(settings: Settings, architecture: str, run_name: str | None) -> None:
     """Run the suites on the served views (and the reconciliation); exit 1 if one fails."""
     run = run_name or f"dq-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
-    chosen = ("lambda", "kappa") if architecture == "both" else (architecture,)
+    chosen = (
+        (Architecture.LAMBDA, Architecture.KAPPA)
+        if architecture == Architecture.BOTH
+        else (architecture,)
+    )
     click.echo("dq: loading Great Expectations ...", err=True)
     with _store_errors():
         results = _validate(settings, chosen, run)
@@ -60,7 +64,7 @@ def validate(settings: Settings, architecture: str, run_name: str | None) -> Non
 
 
 def _validate(settings: Settings, architectures: tuple[str, ...], run: str) -> list[QualityResult]:
-    from serving.quality import run_reconciliation, validate_realtime
+    from serving.quality import run_reconciliation, validate_realtime  # deferred: pandas
 
     results: list[QualityResult] = []
     for arch in architectures:
@@ -95,7 +99,7 @@ def _store_errors() -> Iterator[None]:
 @guarded
 def docs(settings: Settings, local: bool) -> None:
     """Build Data Docs from the stored results and publish them to MinIO; print the URL."""
-    from core.quality import build_docs, publish_docs
+    from quality import build_docs, publish_docs  # deferred: pandas
 
     if local:
         click.echo(build_docs(settings).as_uri())

@@ -16,7 +16,10 @@ import time
 import click
 
 from core.settings import Architecture, Settings
+from core.spark import build_spark_session
+from core.store.streams import kappa_stream
 from lk.errors import fail, guarded
+from lk.pipelines import PipelineError, drain_lambda
 
 
 @click.command()
@@ -31,15 +34,13 @@ from lk.errors import fail, guarded
 def drain(settings: Settings, architecture: str | None) -> None:
     """Process everything now in the log and exit when the serving layer reflects it."""
     chosen = architecture or settings.architecture.value
-    if chosen in ("lambda", Architecture.BOTH.value):
+    if chosen in (Architecture.LAMBDA, Architecture.BOTH):
         _drain_lambda(settings)
-    if chosen in ("kappa", Architecture.BOTH.value):
+    if chosen in (Architecture.KAPPA, Architecture.BOTH):
         _drain_kappa(settings)
 
 
 def _drain_lambda(settings: Settings) -> None:
-    from core.spark import build_spark_session
-    from lk.pipelines import PipelineError, drain_lambda
 
     started = time.monotonic()
     click.echo("lambda: starting Spark ...")
@@ -54,16 +55,14 @@ def _drain_lambda(settings: Settings) -> None:
 
 
 def _drain_kappa(settings: Settings) -> None:
-    from core.spark import build_spark_session
-    from core.store.streams import kappa_stream
-    from speed_layer.kappa import KappaViews, ReprocessError
+    from kappa.job import KappaError, KappaViews  # deferred: pyspark
 
     started = time.monotonic()
     click.echo("kappa: starting Spark ...")
     spark = build_spark_session(settings, "lk-drain-kappa")
     try:
         version = KappaViews(spark, settings).drain()
-    except ReprocessError as exc:
+    except KappaError as exc:
         fail(str(exc))
     finally:
         spark.stop()

@@ -8,6 +8,11 @@ from typing import NoReturn, ParamSpec, TypeVar
 
 import click
 
+from core.kafka_io import ProduceError
+from core.provision import ProvisionError
+from core.spark import SparkJarsMissingError
+from infra.stack.process import StackError
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -26,11 +31,6 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(command)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        from core.kafka_io import ProduceError
-        from core.provision import ProvisionError
-        from core.spark import SparkJarsMissingError
-        from infra.stack.process import StackError
-
         try:
             return command(*args, **kwargs)
         except click.ClickException:
@@ -48,7 +48,7 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
             fail("interrupted")
         except RuntimeError as exc:
             # Imported only here: the module loads Spark, which most commands never need.
-            from core.master_dataset import MasterDatasetError
+            from core.master_dataset import MasterDatasetError  # deferred: pyspark
 
             if isinstance(exc, MasterDatasetError):
                 fail(" ".join(str(exc).split()))

@@ -6,7 +6,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from batch_layer.cutoff import NoValidEventError
+from batch_layer.errors import BatchError
 from core.settings import Settings
+from core.times import iso
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -21,11 +24,9 @@ class PipelineError(RuntimeError):
 def drain_lambda(spark: SparkSession, settings: Settings, echo: Echo) -> None:
     """Archive the log, recompute the batch views past its last event, catch the speed layer
     up and hand off: afterwards the serving layer reflects everything in the log."""
-    from batch_layer import archiver
-    from batch_layer.job import BatchError
-    from batch_layer.steps import run_batch
-    from core.timefmt import iso
-    from speed_layer.lambda_speed import SpeedLayer
+    from batch_layer import archiver  # deferred: pyspark
+    from batch_layer.pipeline import run_batch  # deferred: pyspark
+    from speed_layer.lambda_speed import SpeedLayer  # deferred: pyspark
 
     started = time.monotonic()
 
@@ -40,7 +41,7 @@ def drain_lambda(spark: SparkSession, settings: Settings, echo: Echo) -> None:
         try:
             result = run_batch(spark, settings, drain=True)
         except BatchError as exc:
-            if "holds no valid event" in str(exc):
+            if isinstance(exc, NoValidEventError):
                 raise PipelineError(
                     "the log holds no valid event yet: `lk produce` some first"
                 ) from exc
@@ -54,3 +55,20 @@ def drain_lambda(spark: SparkSession, settings: Settings, echo: Echo) -> None:
         step("speed layer caught up; the new batch version is published")
     except BatchError as exc:
         raise PipelineError(str(exc)) from exc
+
+
+def publish_batch(spark: SparkSession, settings: Settings, version: int) -> int:
+    """Mark batch ``version`` ready (the batch layer) and hand off to it now (the speed layer);
+    returns the version readers see.
+
+    Until this step the previous version keeps serving. A newer version already published
+    wins (this one is then never shown)."""
+    from batch_layer.pipeline import mark_ready, published_version  # deferred: pyspark
+    from speed_layer.lambda_speed import SpeedLayer  # deferred: pyspark
+
+    mark_ready(settings, version)
+    SpeedLayer(spark, settings).handoff()
+    current = published_version(settings)
+    if current is None:
+        raise BatchError(f"batch version {version} was not published")
+    return current.version

@@ -11,7 +11,9 @@ from __future__ import annotations
 import click
 
 from core.catalog import DEFAULT_LOGIC_VERSION, LOGIC_VERSIONS
-from core.settings import Settings
+from core.settings import Architecture, Settings
+from core.spark import build_spark_session
+from core.store.streams import kappa_stream
 from lk.errors import fail, guarded
 
 _LOGIC_HELP = "; ".join(f"{v}: {what}" for v, what in LOGIC_VERSIONS.items())
@@ -36,11 +38,9 @@ _LOGIC_HELP = "; ".join(f"{v}: {what}" for v, what in LOGIC_VERSIONS.items())
 @guarded
 def reprocess(settings: Settings, architecture: str, logic_version: str) -> None:
     """Replay the log into a new Kappa version, switch readers atomically, retire the old."""
-    if architecture != "kappa":
+    if architecture != Architecture.KAPPA:
         fail("Lambda reprocesses through its batch layer: run `lk batch` (or the DAG)")
-    from core.spark import build_spark_session
-    from core.store.streams import kappa_stream
-    from speed_layer.kappa import Reprocess, ReprocessError
+    from kappa.reprocess import Reprocess, ReprocessError  # deferred: pyspark
 
     click.echo("kappa: starting Spark ...")
     spark = build_spark_session(settings, "lk-reprocess")

@@ -8,10 +8,21 @@ lk stream --architecture lambda|kappa   # the speed layer, or the Kappa job
 
 from __future__ import annotations
 
+import signal
+import threading
+from typing import TYPE_CHECKING
+
 import click
 
+from batch_layer.errors import BatchError
+from core.provision import missing, provision_all
 from core.settings import Architecture, Settings
+from core.spark import build_spark_session
+from core.times import iso, parse_iso
 from lk.errors import fail, guarded
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def stream_architecture(settings: Settings, given: str | None) -> str:
@@ -34,7 +45,6 @@ def stream_architecture(settings: Settings, given: str | None) -> str:
 @guarded
 def init(settings: Settings, check: bool) -> None:
     """Create the topics, buckets and serving-store tables (idempotent)."""
-    from core.provision import missing, provision_all
 
     if check:
         try:
@@ -56,8 +66,7 @@ def init(settings: Settings, check: bool) -> None:
 @guarded
 def archive(settings: Settings, available_now: bool) -> None:
     """Lambda: append the log to the master dataset, exactly once, continuously."""
-    from batch_layer import archiver
-    from core.spark import build_spark_session
+    from batch_layer import archiver  # deferred: pyspark
 
     spark = build_spark_session(settings, "lk-archiver")
     try:
@@ -84,10 +93,7 @@ def archive(settings: Settings, available_now: bool) -> None:
 @guarded
 def batch(settings: Settings, cutoff: str | None) -> None:
     """Lambda: recompute the batch views from the master dataset; the speed layer publishes."""
-    from batch_layer.job import BatchError
-    from batch_layer.steps import run_batch
-    from core.spark import build_spark_session
-    from core.timefmt import iso, parse_iso
+    from batch_layer.pipeline import run_batch  # deferred: pyspark
 
     cutoff_ms = None
     if cutoff is not None:
@@ -120,16 +126,52 @@ def batch(settings: Settings, cutoff: str | None) -> None:
 def stream(
     settings: Settings, architecture: str | None, available_now: bool, trigger_seconds: float
 ) -> None:
-    """Run the stream job: Lambda's speed layer, or the active Kappa version's job."""
-    from speed_layer.service import run
+    """Run the stream job: Lambda's speed layer, or the active Kappa version's job.
 
+    SIGTERM or Ctrl-C stops after the micro-batch in flight; the checkpoint and the store's
+    progress make the next start resume where this one committed."""
+
+    chosen = stream_architecture(settings, architecture)
+    spark = build_spark_session(settings, f"lk-stream-{chosen}")
     try:
-        run(
-            settings,
-            stream_architecture(settings, architecture),
-            available_now=available_now,
-            trigger_seconds=trigger_seconds,
-            echo=click.echo,
-        )
+        if chosen == Architecture.KAPPA:
+            _run_kappa(spark, settings, available_now, trigger_seconds)
+        else:
+            _run_speed_layer(spark, settings, available_now, trigger_seconds)
     except RuntimeError as exc:
         fail(str(exc))
+    finally:
+        spark.stop()
+
+
+def _stop_on_signals() -> threading.Event:
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    return stopping
+
+
+def _run_speed_layer(
+    spark: SparkSession, settings: Settings, available_now: bool, trigger_seconds: float
+) -> None:
+    from speed_layer import service  # deferred: pyspark
+    from speed_layer.lambda_speed import SpeedLayer  # deferred: pyspark
+
+    if available_now:
+        SpeedLayer(spark, settings).drain()
+        return
+    service.run(
+        spark, settings, _stop_on_signals(), trigger_seconds=trigger_seconds, echo=click.echo
+    )
+
+
+def _run_kappa(
+    spark: SparkSession, settings: Settings, available_now: bool, trigger_seconds: float
+) -> None:
+    from kappa.job import KappaViews  # deferred: pyspark
+
+    views = KappaViews(spark, settings)
+    if available_now:
+        views.drain()
+        return
+    views.follow(_stop_on_signals(), trigger_seconds, poll_s=5.0, echo=click.echo)

@@ -26,7 +26,9 @@ from typing import Any
 import click
 
 from core.settings import Architecture, Settings
+from core.store.connection import ensure_schema
 from lk.errors import fail, guarded
+from serving.filters import default_architecture
 
 
 class _Stopped(BaseException):  # like KeyboardInterrupt: not caught by `except Exception`
@@ -120,8 +122,7 @@ def serve(
     import psycopg
     import uvicorn
 
-    from serving.filters import default_architecture
-    from serving.main import create_app, ensure_store
+    from serving.main import create_app  # deferred: fastapi
 
     if architecture is not None:
         settings = settings.model_copy(update={"architecture": Architecture(architecture)})
@@ -130,7 +131,7 @@ def serve(
     workers = workers or settings.serve_worker_count
 
     try:
-        ensure_store(settings)
+        ensure_schema(settings)
     except psycopg.OperationalError as exc:
         reason = " ".join(str(exc).split())
         fail(

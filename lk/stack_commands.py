@@ -7,6 +7,7 @@ import time
 import click
 
 from core.settings import Settings
+from infra.stack import stack as local_stack
 from lk.errors import fail, guarded
 
 
@@ -20,7 +21,6 @@ def stack() -> None:
 @guarded
 def up(settings: Settings) -> None:
     """Start every service (fetching and building what is missing) and wait until it answers."""
-    from infra.stack import stack as local_stack
 
     started = time.monotonic()
     local_stack.up(settings, progress=click.echo)
@@ -32,7 +32,6 @@ def up(settings: Settings) -> None:
 @guarded
 def down(settings: Settings) -> None:
     """Stop the services that `lk stack up` started; their data stays."""
-    from infra.stack import stack as local_stack
 
     local_stack.down(settings, progress=click.echo)
 
@@ -42,7 +41,6 @@ def down(settings: Settings) -> None:
 @guarded
 def status(settings: Settings) -> None:
     """Report each service; exits 1 if any is not answering."""
-    from infra.stack import stack as local_stack
 
     statuses = local_stack.status(settings)
     for s in statuses:
@@ -61,6 +59,5 @@ def reset(settings: Settings) -> None:
 
     Cached downloads and builds stay, so the next `lk stack up` is fast.
     """
-    from infra.stack import stack as local_stack
 
     local_stack.reset(settings, progress=click.echo)

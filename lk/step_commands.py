@@ -17,8 +17,9 @@ from pathlib import Path
 import click
 
 from core.settings import Settings
+from core.spark import build_spark_session
 from lk.errors import fail, guarded
-from lk.steps import STEPS, StepError, get_step, run_step
+from lk.step_registry import STEPS, StepError, get_step, run_step
 
 _LIST = "\n".join(f"  {name}: {step.summary}" for name, step in STEPS.items())
 
@@ -39,7 +40,7 @@ def step(settings: Settings, name: str, arguments: tuple[str, ...], xcom_file: P
     """Run one step of a DAG (values are JSON where they parse, else text)."""
     import psycopg
 
-    from core.quality.result import QualityGateError
+    from quality.result import QualityGateError  # deferred: pandas
 
     args = {}
     for item in arguments:
@@ -52,8 +53,6 @@ def step(settings: Settings, name: str, arguments: tuple[str, ...], xcom_file: P
     def spark():  # type: ignore[no-untyped-def]
         nonlocal spark_session
         if spark_session is None:
-            from core.spark import build_spark_session
-
             spark_session = build_spark_session(settings, f"lk-step-{name}")
         return spark_session
 

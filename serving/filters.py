@@ -14,7 +14,7 @@ from typing import cast
 from core.catalog import VIEWS, ViewSpec
 from core.settings import Architecture, Settings
 from core.store.reads import ViewFilters, sort_columns
-from core.timefmt import parse_iso
+from core.times import parse_iso
 from serving.cursor import BadCursorError, Cursor, decode, query_digest
 from serving.models import ReadArchitecture
 

@@ -27,24 +27,13 @@ from psycopg_pool import AsyncConnectionPool
 from starlette.concurrency import run_in_threadpool
 
 from core.settings import Settings, get_settings
-from core.store.connection import connect, reader_pool
-from core.store.schema import create_all
+from core.store.connection import ensure_schema, reader_pool
 from serving import metrics as serving_metrics
 from serving.api.routes import health, metrics, quality, views
 
 log = logging.getLogger(__name__)
 
 POOL_STATS_INTERVAL_S = 1.0  # how often a worker publishes its pool's gauges
-
-
-def ensure_store(settings: Settings) -> None:
-    """Create the store's tables if missing; serialised, so two replicas can start together."""
-    with connect(settings) as conn:
-        conn.execute("select pg_advisory_lock(hashtext('lk-store-schema'))")
-        try:
-            create_all(conn)
-        finally:
-            conn.execute("select pg_advisory_unlock(hashtext('lk-store-schema'))")
 
 
 async def _store_unavailable(request: Request, exc: Exception) -> JSONResponse:
@@ -68,7 +57,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await run_in_threadpool(ensure_store, settings)
+        await run_in_threadpool(ensure_schema, settings)
         pool = reader_pool(settings)
         await pool.open(wait=True, timeout=30)
         app.state.pool = pool

@@ -4,7 +4,7 @@
     run_reconciliation(settings, run_name)            # data_quality: Lambda vs Kappa vs oracle
 
 Both read the views exactly as the serving API answers them (``serving.repository``, one
-snapshot), run the suites of ``core.quality`` and record every result's summary for the API.
+snapshot), run the suites of ``quality`` and record every result's summary for the API.
 """
 
 from __future__ import annotations
@@ -16,16 +16,23 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-import core.quality.layers as layers
-import core.quality.records as records
-import core.quality.suites as suites
+import quality.layers as layers
+import quality.suites as suites
 from core.catalog import DEFAULT_LOGIC_VERSION, VIEW_NAMES, VIEWS
-from core.quality.checks import validate_view_frames
-from core.quality.result import QualityResult
-from core.quality.validation import validate
+from core.events import ProfileChange
+from core.kafka_io import log_event_values, log_profile_changes
+from core.oracle import compute_views, keep_all_of, logic_filter
 from core.settings import Settings
+from core.spark import build_spark_session
+from core.store import quality_results as records
 from core.store import state as stream_state
+from core.store import versions
 from core.store.connection import connect
+from core.times import parse_iso, to_ms
+from quality.checks import validate_view_frames
+from quality.reconciliation import combine, reconcile
+from quality.result import QualityResult
+from quality.validation import validate
 from serving.filters import parse_view_query
 from serving.repository import read_view
 
@@ -83,9 +90,6 @@ class Served:
 
 
 def _served_all(settings: Settings, architecture: str) -> Served | None:
-    from core.store import versions
-    from core.store.streams import to_ms
-    from core.timefmt import parse_iso
 
     with connect(settings) as conn:
         served = {view: _served(conn, view, architecture) for view in VIEW_NAMES}
@@ -118,9 +122,8 @@ def _late_ids(settings: Settings, served: Served) -> set[str]:
 def _profile_history(spark: SparkSession, settings: Settings) -> list[ProfileChange] | None:
     """Every profile version from the master dataset (which compaction never touches), in
     log order; None without a master dataset."""
-    from core.events import ProfileChange
-    from core.master_dataset import RAW_COLUMNS, MasterDataset, require_raw
-    from core.views.parsing import PROFILE_COLUMNS, parse_profiles
+    from core.ingestion import PROFILE_COLUMNS, parse_profiles  # deferred: pyspark
+    from core.master_dataset import RAW_COLUMNS, MasterDataset, require_raw  # deferred: pyspark
 
     path = MasterDataset.from_settings(settings).profiles
     if not require_raw(spark, path):
@@ -136,9 +139,6 @@ def reconciliation_table(
 ) -> pd.DataFrame:
     """Every closed window where Lambda, Kappa and the oracle (from the log's events and the
     master dataset's profile history) disagree, with the cause."""
-    from core.kafka_io import log_event_values, log_profile_changes
-    from core.oracle import compute_views, keep_all_of, logic_keep
-    from core.quality.reconciliation import combine, reconcile
 
     assert lam.closed_before_ms is not None and kap.closed_before_ms is not None
     closed_before = min(lam.closed_before_ms, kap.closed_before_ms)
@@ -146,7 +146,7 @@ def reconciliation_table(
     profiles = _profile_history(spark, settings)
     if profiles is None:
         profiles = log_profile_changes(settings)
-    logic = logic_keep(lam.logic_version)
+    logic = logic_filter(lam.logic_version)
     oracle = compute_views(values, profiles, keep=logic)
     without_late = {}
     for side in (lam, kap):
@@ -190,8 +190,6 @@ def run_reconciliation(
     assert lam is not None and kap is not None
     own = spark is None
     if spark is None:
-        from core.spark import build_spark_session
-
         spark = build_spark_session(settings, "lk-dq-reconciliation")
     try:
         table = reconciliation_table(settings, spark, lam, kap)
@@ -201,7 +199,8 @@ def run_reconciliation(
     result = validate(
         suites.RECONCILIATION, table, settings=settings, layer=layers.COMPARISON, run_name=run_name
     )
-    records.record(settings, [result])
+    with connect(settings) as conn:
+        records.record(conn, [result])
     return result
 
 

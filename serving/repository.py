@@ -18,7 +18,7 @@ import psycopg
 
 from core.store import reads
 from core.store.reads import State
-from core.timefmt import iso
+from core.times import iso
 from serving.cursor import Cursor, encode
 from serving.filters import ViewQuery
 from serving.models import ReadArchitecture, Row, ViewMeta

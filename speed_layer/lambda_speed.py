@@ -7,7 +7,7 @@ marks a new version ready, the speed layer performs the hand-off in one transact
 recomputes its rows from the new cutoff on (continuing the sessions the batch leaves open),
 replaces them, and moves the alias to the new version. Readers see either the old batch with
 the old real-time rows or the new batch with the new ones: never both, never neither. The
-speed layer keeps the events it accepted (``speed_layer.state``) for this recomputation
+speed layer keeps the events it accepted (``stream_engine.accepted_log``) for this recomputation
 alone; its micro-batches merge partial aggregates into keyed state like Kappa's. The
 real-time rows follow the published batch's logic version, so a `lambda_reprocess` into
 another logic changes the answers on both sides of the cutoff at once.
@@ -15,49 +15,29 @@ another logic changes the answers on both sides of the cutoff at once.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from core.catalog import SESSION_GAP_MS
-from core.settings import Settings
-from core.store import realtime, state, versions
+from core.settings import Architecture, Settings
+from core.store import realtime, sessions, state, versions
 from core.store.connection import connect, stream_lock
-from core.store.schema import create_all
 from core.store.streams import LAMBDA_SPEED as STREAM
-from core.store.streams import to_ms
-from core.views.logic_versions import EventFilter, event_filter
-from speed_layer.engine import StreamEngine, StreamSpec
-from speed_layer.state import StreamState
+from core.times import optional_ms
+from core.views.logic_versions import LogicFilter, logic_filter
+from stream_engine.accepted_log import AcceptedLog
+from stream_engine.engine import StreamEngine, StreamSpec
 
 if TYPE_CHECKING:
     import psycopg
     from pyspark.sql import SparkSession
 
-LAMBDA = "lambda"
-
-
-def _ms(value: datetime | None) -> int | None:
-    return None if value is None else to_ms(value)
+LAMBDA = Architecture.LAMBDA
 
 
 def published_cutoff(conn: psycopg.Connection) -> int | None:
     current = versions.current(conn, LAMBDA)
-    return None if current is None else _ms(current.cutoff)
-
-
-def _batch_open_sessions(
-    conn: psycopg.Connection, version: int, cutoff: datetime, users: list[str]
-) -> list[tuple]:
-    """Sessions of batch `version` that a later event could still continue."""
-    horizon = cutoff - timedelta(milliseconds=SESSION_GAP_MS)
-    return [
-        tuple(row)
-        for row in conn.execute(
-            "select user_id, session_start, session_end, events from batch_sessions "
-            "where version = %s and session_end >= %s and user_id = any(%s)",
-            (version, horizon, users),
-        ).fetchall()
-    ]
+    return None if current is None else optional_ms(current.cutoff)
 
 
 def open_batch_sessions(
@@ -66,27 +46,29 @@ def open_batch_sessions(
     current = versions.current(conn, LAMBDA)
     if current is None or current.cutoff is None:
         return []
-    return _batch_open_sessions(conn, current.version, current.cutoff, users)
+    # A batch session ending less than a session gap before the cutoff may go on after it.
+    horizon = current.cutoff - timedelta(milliseconds=SESSION_GAP_MS)
+    return sessions.open_batch_sessions(conn, current.version, horizon, users)
 
 
-def published_logic_filter(conn: psycopg.Connection) -> EventFilter | None:
+def published_logic_filter(conn: psycopg.Connection) -> LogicFilter | None:
     """The published batch version's logic, for the real-time rows after its cutoff: a batch
     of another logic version (`lambda_reprocess`) changes both sides at the hand-off."""
     current = versions.current(conn, LAMBDA)
     if current is None or current.logic_version is None:
         return None
-    return event_filter(current.logic_version)
+    return logic_filter(current.logic_version)
 
 
 def speed_spec(settings: Settings) -> StreamSpec:
     return StreamSpec(
         stream=STREAM,
         checkpoint=f"s3a://{settings.checkpoints_bucket}/{STREAM}",
-        state=StreamState(f"s3a://{settings.views_bucket}/state/{STREAM}"),
+        accepted_log=AcceptedLog(f"s3a://{settings.views_bucket}/state/{STREAM}"),
         watermark_delay_ms=settings.watermark_delay_ms,
         cutoff=published_cutoff,
         session_seeds=open_batch_sessions,
-        view_filter=published_logic_filter,
+        logic_filter=published_logic_filter,
         max_offsets_per_trigger=settings.stream_max_offsets_per_trigger,
     )
 
@@ -97,8 +79,6 @@ class SpeedLayer:
     def __init__(self, spark: SparkSession, settings: Settings) -> None:
         self.settings = settings
         self.engine = StreamEngine(spark, settings, speed_spec(settings))
-        with connect(settings) as conn:
-            create_all(conn)
 
     def handoff(self) -> int | None:
         """Publish the newest ready batch version, if any; returns it."""
@@ -110,14 +90,14 @@ class SpeedLayer:
         current = versions.current(conn, LAMBDA)
         if ready is None or (current is not None and ready.version <= current.version):
             return None
-        cutoff = _ms(ready.cutoff)
+        cutoff = optional_ms(ready.cutoff)
         with conn.transaction():
             versions.switch_alias(conn, ready)  # seen by the seeds below, committed below
             changes, states = self.engine.recompute_all(conn, cutoff)
             realtime.replace_all(conn, STREAM, changes)
             state.replace_all(conn, STREAM, states)
         versions.drop_batch_rows(conn, ready.version)
-        log = self.engine.spec.state
+        log = self.engine.spec.accepted_log
         if cutoff is not None and log is not None:  # the batch holds these events now
             log.delete(self.engine.spark, log.events, f"event_ts < {cutoff}")
         return ready.version

@@ -112,7 +112,7 @@ def drop_isolated(settings: Settings, isolated: Settings) -> list[str]:
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
-    """The environment that makes a subprocess (`lk`, `python -m speed_layer`) read these
+    """The environment that makes a subprocess (`lk`) read these
     settings."""
     env = {}
     for name, value in settings.model_dump().items():

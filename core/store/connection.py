@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from core.settings import Settings
+from core.store.schema import create_all
 
 if TYPE_CHECKING:
     import psycopg
@@ -29,11 +30,38 @@ def connection_kwargs(settings: Settings) -> dict[str, Any]:
     }
 
 
+_SCHEMA_READY: set[tuple[Any, ...]] = set()
+"""Databases this process has created the store's tables in: (host, port, name, oid). The oid
+tells a database dropped and created again under the same name from the one already seen."""
+
+
 def connect(settings: Settings) -> psycopg.Connection:
-    """An autocommit connection: every write of the store is an explicit `conn.transaction()`."""
+    """An autocommit connection: every write of the store is an explicit `conn.transaction()`.
+
+    The store's tables exist when it returns: the first connection of a process to a database
+    creates whatever is missing (`schema.create_all`, idempotent), so no writer depends on
+    another having run first, and no caller has to remember to."""
     import psycopg
 
-    return psycopg.connect(**connection_kwargs(settings), autocommit=True)
+    kwargs = connection_kwargs(settings)
+    conn = psycopg.connect(**kwargs, autocommit=True)
+    try:
+        row = conn.execute(
+            "select oid from pg_database where datname = current_database()"
+        ).fetchone()
+        key = (kwargs["host"], kwargs["port"], kwargs["dbname"], row[0] if row else None)
+        if key not in _SCHEMA_READY:
+            create_all(conn)
+            _SCHEMA_READY.add(key)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def ensure_schema(settings: Settings) -> None:
+    """Create the store's tables if missing (what readers need before their first query)."""
+    connect(settings).close()
 
 
 async def _configure_reader(conn: psycopg.AsyncConnection) -> None:

@@ -34,16 +34,10 @@ from typing import Any, LiteralString
 from psycopg import sql
 
 from core.catalog import ViewSpec
+from core.settings import Architecture
 from core.store.schema import batch_table, realtime_table, sort_columns
-from core.store.streams import (
-    KAPPA_PREFIX,
-    LAMBDA_SPEED,
-    kappa_stream,
-    to_ms,
-    to_timestamp,
-    to_us,
-)
-from core.timefmt import iso
+from core.store.streams import KAPPA_PREFIX, LAMBDA_SPEED, kappa_stream
+from core.times import iso, to_ms, to_timestamp, to_us
 
 Row = dict[str, str | int | float]
 """One row of a view as the oracle spells it: key fields, the two time fields as ISO 8601 UTC
@@ -231,7 +225,7 @@ def rows_statement(
     params: dict[str, Any] = {"stream": state.stream}
     # Lambda merges the batch side once a version is published (windows: with a cutoff).
     merged = (
-        state.architecture == "lambda"
+        state.architecture == Architecture.LAMBDA
         and state.version is not None
         and (spec.window_ms is None or state.cutoff_ms is not None)
     )
@@ -309,7 +303,7 @@ def _progress_columns(table_alias: str) -> sql.Composable:
 @functools.lru_cache(maxsize=2)
 def _state_sql(architecture: str) -> bytes:
     speed = _progress_columns("s")
-    if architecture == "kappa":
+    if architecture == Architecture.KAPPA:
         stream = sql.SQL("%(stream_prefix)s::text || a.version::text")
     else:
         stream = sql.SQL("%(speed_stream)s")
@@ -329,7 +323,7 @@ def state_statement(architecture: str) -> tuple[bytes, dict[str, Any]]:
     """One row, whatever exists: the alias, the progress of the real-time stream, and (Lambda)
     the published batch's count of invalid records."""
     params: dict[str, Any] = {"architecture": architecture}
-    if architecture == "kappa":
+    if architecture == Architecture.KAPPA:
         params["stream_prefix"] = KAPPA_PREFIX
     else:
         params["speed_stream"] = LAMBDA_SPEED
@@ -353,7 +347,7 @@ def _progress(values: tuple[Any, ...]) -> Progress | None:
 def decode_state(architecture: str, values: tuple[Any, ...]) -> State:
     version, cutoff, switched_at = values[:3]
     version = None if version is None else int(version)
-    if architecture == "kappa":
+    if architecture == Architecture.KAPPA:
         stream = None if version is None else kappa_stream(version)
         cutoff = None  # a cutoff means nothing to Kappa
     else:

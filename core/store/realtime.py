@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 
 import psycopg
 
 from core.catalog import VIEWS
 from core.store import state
 from core.store.schema import primary_key, realtime_table
-from core.store.streams import to_ms, to_timestamp
-from core.timefmt import HOUR_MS
+from core.times import HOUR_MS, optional_ms, optional_timestamp
 
 
 @dataclass
@@ -59,14 +57,6 @@ class Upsert:
 Change = Replacement | Upsert
 
 
-def _ts(ms: int | None) -> datetime | None:
-    return None if ms is None else to_timestamp(ms)
-
-
-def _ms(value: datetime | None) -> int | None:
-    return None if value is None else to_ms(value)
-
-
 def load_progress(conn: psycopg.Connection, stream: str) -> StreamProgress:
     row = conn.execute(
         "select last_batch_id, watermark, max_event_time, late_dropped, quarantined "
@@ -75,7 +65,9 @@ def load_progress(conn: psycopg.Connection, stream: str) -> StreamProgress:
     ).fetchone()
     if row is None:
         return StreamProgress(stream)
-    return StreamProgress(stream, int(row[0]), _ms(row[1]), _ms(row[2]), int(row[3]), int(row[4]))
+    return StreamProgress(
+        stream, int(row[0]), optional_ms(row[1]), optional_ms(row[2]), int(row[3]), int(row[4])
+    )
 
 
 def _upsert(conn: psycopg.Connection, stream: str, change: Upsert) -> None:
@@ -126,7 +118,7 @@ def _replace(conn: psycopg.Connection, stream: str, change: Replacement) -> None
             conn.execute(
                 f"delete from {table} where stream = %s and window_start >= %s "
                 "and window_start < %s",
-                (stream, _ts(hour), _ts(hour + HOUR_MS)),
+                (stream, optional_timestamp(hour), optional_timestamp(hour + HOUR_MS)),
             )
     else:
         conn.execute(f"delete from {table} where stream = %s", (stream,))
@@ -167,8 +159,8 @@ def commit_batch(
             "late_dropped = %s, quarantined = %s, updated_at = now() where stream = %s",
             (
                 batch_id,
-                _ts(progress.watermark_ms),
-                _ts(progress.max_event_ts),
+                optional_timestamp(progress.watermark_ms),
+                optional_timestamp(progress.max_event_ts),
                 progress.late_dropped,
                 progress.quarantined,
                 progress.stream,
@@ -190,3 +182,14 @@ def drop_stream(conn: psycopg.Connection, stream: str) -> None:
             conn.execute(f"delete from {realtime_table(view)} where stream = %s", (stream,))
         conn.execute("delete from stream_progress where stream = %s", (stream,))
         state.drop(conn, stream)
+
+
+def row_counts(conn: psycopg.Connection, stream: str) -> dict[str, int]:
+    """The number of real-time rows of each view the stream wrote."""
+    counts = {}
+    for view in VIEWS:
+        row = conn.execute(
+            f"select count(*) from {realtime_table(view)} where stream = %s", (stream,)
+        ).fetchone()
+        counts[view] = int(row[0]) if row else 0
+    return counts

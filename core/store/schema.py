@@ -20,7 +20,7 @@ of a view starts right where the previous one ended instead of sorting the whole
 from __future__ import annotations
 
 from core.catalog import VIEWS, ViewSpec
-from core.store import state
+from core.store import batch_inputs, quality_results, state
 
 _VALUE_TYPES = {"ctr": "double precision"}
 
@@ -92,6 +92,8 @@ def ddl() -> list[str]:
             updated_at timestamptz not null default now())""",
     ]
     statements += state.DDL
+    statements += batch_inputs.DDL
+    statements += quality_results.DDL
     for spec in VIEWS.values():
         columns = ", ".join(_columns(spec))
         key = ", ".join(primary_key(spec))
@@ -110,7 +112,10 @@ def ddl() -> list[str]:
 
 
 def create_all(conn) -> None:  # type: ignore[no-untyped-def]
-    """Create the store's tables if missing (idempotent); `conn` is a psycopg connection."""
+    """Create the store's tables if missing (idempotent); `conn` is a psycopg connection.
+    Serialised by a lock, so that processes starting together (serving replicas, the stream
+    jobs) do not race on the same `create table if not exists`."""
     with conn.transaction():
+        conn.execute("select pg_advisory_xact_lock(hashtext('lk-store-schema'))")
         for statement in ddl():
             conn.execute(statement)

@@ -141,3 +141,17 @@ def drop_batch_rows(conn: psycopg.Connection, keep_version: int) -> None:
     with conn.transaction():
         for view in VIEW_NAMES:
             conn.execute(f"delete from {batch_table(view)} where version < %s", (keep_version,))
+
+
+def retired_with_output(
+    conn: psycopg.Connection, architecture: str, stream_prefix: str
+) -> list[int]:
+    """Retired versions whose stream (``stream_prefix`` + number) still has progress, so rows
+    and state, in the store: what is left to drop after a switch."""
+    rows = conn.execute(
+        "select v.version from view_versions v join stream_progress p "
+        "on p.stream = %s || v.version::text "
+        "where v.architecture = %s and v.status = 'retired' order by v.version",
+        (stream_prefix, architecture),
+    ).fetchall()
+    return [int(row[0]) for row in rows]

@@ -2,8 +2,8 @@
 
 Each view is a ``core.views.partials.PartialAggregate`` (``PARTIALS``): the batch layer computes
 ``finish(partial(all events))`` (``compute_view``); the speed layer and the Kappa job merge the
-partial of each micro-batch's new events into keyed state (``speed_layer.engine``). Nothing
-here creates a session, reads or writes anything, or collects; see ``core.views.parsing`` for
+partial of each micro-batch's new events into keyed state (``stream_engine.engine``). Nothing
+here creates a session, reads or writes anything, or collects; see ``core.ingestion`` for
 the way from raw Kafka records to the valid, deduplicated events every view takes.
 """
 

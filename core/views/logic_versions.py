@@ -13,16 +13,16 @@ from pyspark.sql import functions as F
 
 from core.catalog import UNTRUSTED_CLOCK_MS, check_logic_version
 
-EventFilter = Callable[[DataFrame], DataFrame]
+LogicFilter = Callable[[DataFrame], DataFrame]
 
 
 def _trusted_clocks(events: DataFrame) -> DataFrame:
     return events.where(F.abs(F.col("received_ts") - F.col("sent_ts")) < UNTRUSTED_CLOCK_MS)
 
 
-_FILTERS: dict[str, EventFilter | None] = {"1": None, "2": _trusted_clocks}
+_FILTERS: dict[str, LogicFilter | None] = {"1": None, "2": _trusted_clocks}
 
 
-def event_filter(logic_version: str) -> EventFilter | None:
+def logic_filter(logic_version: str) -> LogicFilter | None:
     """The filter of `logic_version` on valid events; None when it keeps them all."""
     return _FILTERS[check_logic_version(logic_version)]

@@ -91,6 +91,6 @@ PARTIAL = PartialAggregate(
 
 def revenue_by_segment(events: DataFrame, profiles: DataFrame) -> DataFrame:
     """``segment, window_start, window_end, revenue_cents`` from valid, deduplicated events and
-    profile versions (``core.views.parsing.parse_profiles``: user_id, segment, updated_ts,
+    profile versions (``core.ingestion.parse_profiles``: user_id, segment, updated_ts,
     partition, offset)."""
     return PARTIAL.finish(PARTIAL.partial(events, profiles))

@@ -1,7 +1,7 @@
 """Tumbling windows on ``event_ts``, the one way every view places an event in time.
 
 Windows are half-open ``[start, start + size)`` in UTC, computed on the integer milliseconds of
-``event_ts`` (``core.timefmt.window_start``: ``ts - ts mod size``, floor modulo), so an event at
+``event_ts`` (``core.times.window_start``: ``ts - ts mod size``, floor modulo), so an event at
 exactly a window's end belongs to the next window and no float ever touches a timestamp.
 """
 
@@ -16,7 +16,7 @@ WINDOW_START_MS = "_window_start_ms"
 
 def placed(events: DataFrame) -> DataFrame:
     """The events that have a place in time (``event_time`` is NULL only when ``event_ts`` is
-    outside the years 1-9999 or overflowed; see ``core.views.parsing``)."""
+    outside the years 1-9999 or overflowed; see ``core.ingestion``)."""
     return events.where(F.col("event_time").isNotNull())
 
 

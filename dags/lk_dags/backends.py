@@ -23,7 +23,7 @@ from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import PokeReturnValue, TriggerRule, get_current_context, task
 
 from core.settings import Settings, SparkBackend, get_settings
-from lk.steps import get_step, run_step
+from lk.step_registry import get_step, run_step
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator
@@ -53,7 +53,7 @@ def run_local_step(step: str, args: dict[str, Any]) -> Any:
     """The `local` backend's task body: the step in this process."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from core.quality.result import QualityGateError
+    from quality.result import QualityGateError
 
     try:
         return run_step(step, args, get_settings(), spark_session)
@@ -69,7 +69,7 @@ def on_pods(settings: Settings, step: str) -> bool:
 def step_task(
     task_id: str, step: str, *, trigger_rule: str = TriggerRule.ALL_SUCCESS, **args: Any
 ) -> BaseOperator:
-    """A task running step `step` of `lk/steps.py` with `args` (Jinja templates allowed)."""
+    """A task running step `step` of `lk/step_registry.py` with `args` (Jinja templates allowed)."""
     settings = get_settings()
     doc = f"`lk step {step}`: {get_step(step).summary}."
     if on_pods(settings, step):
@@ -99,8 +99,8 @@ def _replay_round(settings: Settings, version: int) -> dict[str, Any]:
 
 
 def replay_until_caught_up(task_id: str, version: Any) -> Any:
-    """A sensor whose every poke runs one replay round of `version`, then checks the lag per
-    partition and the watermark gap against the live version (`LK_KAPPA_CATCHUP_*`).
+    """A sensor whose every poke runs one replay round of `version`; the round says whether the
+    version has caught up (`kappa.reprocess.caught_up`, the rule `lk reprocess` uses too).
 
     The replay progresses only inside pokes, so the sensor cannot wait on a replay that is not
     running. Locally it pokes in `poke` mode, keeping its Spark session (and the stream's state
@@ -115,7 +115,7 @@ def replay_until_caught_up(task_id: str, version: Any) -> Any:
         poke_interval=30 if pods else 5,
         timeout=timedelta(hours=2).total_seconds(),
         doc_md="Replays the log into the new version one round per poke until it has caught "
-        "up with the live version (lag per partition and watermark gap within bounds).",
+        "up with the live version (lag behind the log end and watermark gap within bounds).",
     )
     def caught_up(version: int) -> PokeReturnValue:
         current = get_settings()

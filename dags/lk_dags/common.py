@@ -14,7 +14,7 @@ START_DATE: Final = datetime(2026, 1, 1, tzinfo=UTC)
 
 DEFAULT_ARGS: Final[dict[str, Any]] = {
     "owner": "lambda-kappa",
-    # Every step is idempotent (lk/steps.py), so a retry after a lost worker or a broken
+    # Every step is idempotent (lk/step_registry.py), so a retry after a lost worker or a broken
     # connection is safe; a failed quality gate is not retried (it fails the task for good).
     "retries": 2,
     "retry_delay": timedelta(minutes=1),

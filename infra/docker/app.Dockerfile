@@ -45,7 +45,10 @@ COPY core ./core
 COPY lk ./lk
 COPY infra ./infra
 COPY batch_layer ./batch_layer
+COPY stream_engine ./stream_engine
 COPY speed_layer ./speed_layer
+COPY kappa ./kappa
+COPY quality ./quality
 COPY serving ./serving
 # The project (not editable), built into /out/site for the venv's site-packages, its `lk`
 # script into /out/bin; then the jars, by the project's own code (infra/stack/artifacts.py):

@@ -1,9 +1,9 @@
 """Bench step 2 (Lambda): archive the log into the master dataset (raw records, no parse: the
 archive rate in records/s), then time the batch layer's run over all of it
-(`batch_layer.steps.run_batch`, as `lk drain` runs it: the cutoff after the last event, so
+(`batch_layer.pipeline.run_batch`, as `lk drain` runs it: the cutoff after the last event, so
 every event counts), which parses the master dataset once and recomputes the five views.
 
-`run_batch` is timed as a whole and by its steps as they happen (`batch_layer.steps`): the
+`run_batch` is timed as a whole and by its steps as they happen (`batch_layer.pipeline`): the
 parse of the master dataset, once per run (`job.BatchInput.share`: the cache that both the raw
 gate and the recompute read), the raw quality gate, the recompute (views computed and written:
 the headline figure), the views' quality gate; inside the recompute, for each view, its
@@ -89,7 +89,7 @@ class _Calls:
 
 PARSE = "parse, once (shared parsing, cached for the gate and the recompute)"
 RAW_GATE = "raw quality gate (Great Expectations)"
-VIEWS = "views computed and written (steps.compute)"
+VIEWS = "views computed and written (pipeline.compute)"
 VIEWS_GATE = "views quality gate (Great Expectations)"
 READY = "mark ready"
 
@@ -98,7 +98,7 @@ def recompute(spark: SparkSession, settings: Settings, *, profile: bool) -> dict
     """`run_batch` with the cutoff after the last event, timed by its steps; the headline rate
     is that of the recompute itself (views computed and written), the parse and the gates shown
     beside."""
-    from batch_layer import steps
+    from batch_layer import pipeline
 
     master = MasterDataset.from_settings(settings)
     events = job.read_master_events(spark, master)
@@ -108,10 +108,10 @@ def recompute(spark: SparkSession, settings: Settings, *, profile: bool) -> dict
     # (plans the query), its count (computes and caches the view), its JDBC write.
     targets = {
         PARSE: (job.BatchInput, "share"),
-        RAW_GATE: (steps, "validate_raw"),
-        VIEWS: (steps, "compute"),
-        VIEWS_GATE: (steps, "validate_views"),
-        READY: (steps, "mark_ready"),
+        RAW_GATE: (pipeline, "validate_raw"),
+        VIEWS: (pipeline, "compute"),
+        VIEWS_GATE: (pipeline, "validate_views"),
+        READY: (pipeline, "mark_ready"),
         "plan": (type(events), "persist"),
         "compute": (type(events), "count"),
         "write": (type(events.write), "jdbc"),
@@ -119,7 +119,7 @@ def recompute(spark: SparkSession, settings: Settings, *, profile: bool) -> dict
     calls = _Calls()
     with wrapped(targets, calls.exit, calls.enter):
         started = time.monotonic()
-        result = steps.run_batch(spark, settings, drain=True)
+        result = pipeline.run_batch(spark, settings, drain=True)
         seconds = time.monotonic() - started
 
     labels = (PARSE, RAW_GATE, VIEWS, VIEWS_GATE, READY)

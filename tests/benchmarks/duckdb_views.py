@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from core.catalog import CLICK_WINDOW_MS, SESSION_GAP_MS, UNKNOWN_SEGMENT, VIEWS
+from core.ingestion import PROFILE_COLUMNS
 from core.settings import Settings
-from core.timefmt import HOUR_MS, MINUTE_MS
+from core.times import HOUR_MS, MINUTE_MS
 from core.views import VIEW_INPUT_COLUMNS
-from core.views.parsing import PROFILE_COLUMNS
 
 if TYPE_CHECKING:
     import duckdb
@@ -199,7 +199,7 @@ def spark_rows(settings: Settings, version: int) -> dict[str, list[tuple[Any, ..
     """The batch rows Spark wrote for `version`, times as epoch ms."""
     from core.store.connection import connect
     from core.store.schema import batch_table
-    from core.store.streams import to_ms
+    from core.times import to_ms
 
     rows = {}
     with connect(settings) as conn:

@@ -1,6 +1,6 @@
 """Where a stream micro-batch spends its time, measured from outside the engine.
 
-The bench does not change the stream engine (`speed_layer.engine`). While a measurement runs,
+The bench does not change the stream engine (`stream_engine.engine`). While a measurement runs,
 `PhaseTimer` wraps some of the engine's steps and some of Spark's and Delta's calls with timers
 (class and module attributes, put back on exit):
 
@@ -34,14 +34,14 @@ from pyspark.sql.classic.dataframe import DataFrame
 
 from core.store import realtime
 from core.store import state as stream_state
-from speed_layer import engine as engine_module
-from speed_layer.engine import StreamEngine
-from speed_layer.state import StreamState
+from stream_engine import engine as engine_module
+from stream_engine.accepted_log import AcceptedLog
+from stream_engine.engine import StreamEngine
 
 BATCH = "micro-batch"
 # Label -> (owner whose attribute is wrapped, attribute).
 _STEPS: dict[str, tuple[Any, str]] = {
-    "event log appends (Lambda, Delta writes)": (StreamState, "append"),
+    "event log appends (Lambda, Delta writes)": (AcceptedLog, "append"),
     "additive views: partial, merge, delta": (StreamEngine, "_additive"),
     "sessions merge": (StreamEngine, "_sessions"),
     "serving store commit (Postgres)": (realtime, "commit_batch"),

@@ -2,7 +2,7 @@
 
     uv run python -m tests.benchmarks.quality_overhead [--events 60000] [--rounds 2]
 
-Runs `batch_layer.steps` as the `lambda_batch` DAG does (archive, raw gate, views, views gate,
+Runs `batch_layer.pipeline` as the `lambda_batch` DAG does (archive, raw gate, views, views gate,
 publish) on a generated workload in a namespace of its own on the local stack (started if it is
 not running, and then stopped again), `--rounds` times in one process. Round 1 pays Great
 Expectations' import and project setup, as each Airflow task process does; later rounds show
@@ -41,7 +41,8 @@ def import_seconds() -> float:
 
 
 def one_round(spark: Any, settings: Settings, run: str) -> dict[str, float]:
-    from batch_layer import steps
+    from batch_layer import pipeline
+    from lk.pipelines import publish_batch
 
     timings: dict[str, float] = {}
 
@@ -51,11 +52,11 @@ def one_round(spark: Any, settings: Settings, run: str) -> dict[str, float]:
         timings[name] = time.monotonic() - started
         return value
 
-    partitions = timed("close_archive", lambda: steps.close_archive(spark, settings))
-    raw = timed("validate_raw", lambda: steps.validate_raw(spark, settings, run, partitions))
-    version = timed("compute_views", lambda: steps.compute_views(spark, settings))
-    timed("validate_views", lambda: steps.validate_views(spark, settings, version, run))
-    timed("publish", lambda: steps.publish(spark, settings, version))
+    partitions = timed("close_archive", lambda: pipeline.close_archive(spark, settings))
+    raw = timed("validate_raw", lambda: pipeline.validate_raw(spark, settings, run, partitions))
+    version = timed("compute_views", lambda: pipeline.compute_views(spark, settings))
+    timed("validate_views", lambda: pipeline.validate_views(spark, settings, version, run))
+    timed("publish", lambda: publish_batch(spark, settings, version))
     print(
         f"  {run}: {len(partitions)} partitions, {raw.rows:,} raw rows checked; "
         + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()),

@@ -1,6 +1,6 @@
 """Bench step 4 (Kappa): reprocessing by replay, timed.
 
-`speed_layer.kappa.Reprocess(spark, settings).run(logic_version)` is what `lk reprocess` runs:
+`kappa.job.Reprocess(spark, settings).run(logic_version)` is what `lk reprocess` runs:
 a new version of the Kappa views from offset 0 of the same log the Lambda steps archived, its
 check, and the atomic switch of readers. Its replay rate is the `events` topic's records over
 the replay's seconds; "to the switch" is the whole run from its start until readers switched.
@@ -79,7 +79,7 @@ def run(
     """The reprocess, timed; with `budget_s`, its queries are stopped once that is spent and the
     rate is Spark's input rows over the micro-batches that finished (`complete`: False)."""
     from core.store.streams import KAPPA_PREFIX, kappa_stream
-    from speed_layer.kappa import Reprocess
+    from kappa.reprocess import Reprocess
 
     replay_settings = settings.model_copy(
         update={"stream_max_offsets_per_trigger": max_offsets_per_trigger}

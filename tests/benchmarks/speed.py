@@ -127,7 +127,7 @@ class FreshnessProbe(threading.Thread):
     def run(self) -> None:
         import httpx
 
-        from core.timefmt import MINUTE_MS, iso
+        from core.times import MINUTE_MS, iso
 
         with httpx.Client(base_url=self.url, timeout=10) as client:
             while not self.stopping.is_set():

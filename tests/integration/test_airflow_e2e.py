@@ -21,7 +21,7 @@ from core.store import versions
 from core.store.connection import connect
 from infra.airflow import config as airflow_config
 from infra.airflow import service as airflow_service
-from speed_layer.kappa import KAPPA, KappaViews
+from kappa.job import KAPPA, KappaViews
 from tests.airflow_api import AirflowApi
 from tests.integration.helpers import isolated_settings, settings_env
 

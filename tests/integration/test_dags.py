@@ -27,10 +27,10 @@ from core.oracle import OracleResult, compute_views, load_jsonl_values, load_pro
 from core.settings import Architecture, Settings
 from core.store import versions
 from core.store.connection import connect
-from core.timefmt import iso
+from core.times import iso
 from infra.airflow import config as airflow_config
+from kappa.job import KAPPA, KappaViews
 from serving.main import create_app
-from speed_layer.kappa import KAPPA, KappaViews
 from tests.conftest import ROOT
 from tests.integration.helpers import isolated_settings, settings_env
 from tests.serving_pages import read_whole
@@ -185,7 +185,7 @@ def test_data_quality_runs_the_suites_and_publishes_data_docs(
         "data_docs",
         "verdict",
     }
-    from core.quality import records
+    from core.store import quality_results as records
 
     with connect(settings) as conn:
         docs = records.docs(conn)

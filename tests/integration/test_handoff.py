@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from batch_layer import archiver
-from batch_layer.job import BatchError
-from batch_layer.steps import run_batch
+from batch_layer.errors import BatchError
+from batch_layer.pipeline import run_batch
 from core import workload
 from core.catalog import VIEW_NAMES
 from core.events import Event
@@ -21,7 +21,7 @@ from core.oracle import (
     compute_views,
     keep_all_of,
     load_profiles_jsonl,
-    logic_keep,
+    logic_filter,
 )
 from core.settings import Settings
 from core.store import state as stream_state
@@ -124,7 +124,7 @@ def test_handoff_is_exact_on_both_sides_of_the_cutoff(
     relogic = run_batch(spark, settings, cutoff_ms=cutoff, logic_version="2")
     assert speed.handoff() == relogic.version
     served = _served(settings)
-    expected = compute_views(lines, profile_changes, keep=keep_all_of(processed, logic_keep("2")))
+    expected = compute_views(lines, profile_changes, keep=keep_all_of(processed, logic_filter("2")))
     _assert_equal(served, expected)
     assert expected.views != compute_views(lines, profile_changes, keep=processed).views
     # A scheduled batch after it keeps the published logic.

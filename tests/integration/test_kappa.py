@@ -31,15 +31,16 @@ from core.oracle import (
     keep_all_of,
     load_jsonl_values,
     load_profiles_jsonl,
-    logic_keep,
+    logic_filter,
 )
 from core.settings import Architecture, Settings
 from core.store import realtime, versions
 from core.store import state as stream_state
 from core.store.connection import connect
 from core.store.streams import kappa_stream
+from kappa.job import KAPPA, KappaViews
+from kappa.reprocess import Reprocess
 from serving.main import create_app
-from speed_layer.kappa import KAPPA, KappaViews, Reprocess
 from tests.conftest import ROOT
 from tests.integration.helpers import isolated_settings, settings_env
 from tests.serving_pages import read_whole
@@ -72,7 +73,7 @@ def _oracle(case: dict, late_ids: set[str], logic: str, extra: Path | None = Non
     return compute_views(
         values,
         load_profiles_jsonl(case["profiles"]),
-        keep=keep_all_of(lambda e: e.event_id not in late_ids, logic_keep(logic)),
+        keep=keep_all_of(lambda e: e.event_id not in late_ids, logic_filter(logic)),
     )
 
 

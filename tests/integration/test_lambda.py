@@ -51,7 +51,7 @@ def test_a_batch_written_but_not_handed_off_leaves_the_previous_version_served(
     lambda_workload: OracleResult,
     spark,  # type: ignore[no-untyped-def]
 ) -> None:
-    from batch_layer.steps import run_batch
+    from batch_layer.pipeline import run_batch
 
     before = _served(stack, "unique_users")
     # The batch layer writes a complete new version and marks it ready, then "crashes" before

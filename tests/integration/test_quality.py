@@ -17,18 +17,19 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from batch_layer import steps
-from batch_layer.job import BatchError
-from batch_layer.steps import run_batch
+from batch_layer import pipeline
+from batch_layer.errors import BatchError
+from batch_layer.pipeline import run_batch
 from core import workload
 from core.catalog import VIEW_NAMES, VIEWS
 from core.kafka_io import produce_file
 from core.master_dataset import MasterDataset
-from core.quality import QualityGateError, publish_docs
 from core.settings import Architecture, Settings
 from core.store import versions
 from core.store.connection import connect
 from core.store.schema import realtime_table
+from lk.pipelines import publish_batch
+from quality import QualityGateError, publish_docs
 from serving.main import create_app
 from serving.quality import run_reconciliation, validate_realtime
 from tests.conftest import run_lk
@@ -66,24 +67,24 @@ def _status(settings: Settings, architecture: str, version: int) -> str | None:
 
 
 def test_the_batch_steps_publish_a_version_that_passed_both_gates(dq: Settings, spark: Any) -> None:
-    partitions = steps.close_archive(spark, dq)
+    partitions = pipeline.close_archive(spark, dq)
     assert len(partitions) >= 2 and all(0 <= hour < 24 for _, hour in partitions)
 
-    raw = steps.validate_raw(spark, dq, "good-run", partitions)
+    raw = pipeline.validate_raw(spark, dq, "good-run", partitions)
     assert raw.success and raw.rows and raw.rows > 2000, raw.failures
 
-    version = steps.compute_views(spark, dq)
+    version = pipeline.compute_views(spark, dq)
     assert _status(dq, "lambda", version) == "building"  # written, not visible
     assert _alias(dq, "lambda") is None
 
-    results = steps.validate_views(spark, dq, version, "good-run")
+    results = pipeline.validate_views(spark, dq, version, "good-run")
     assert [r.suite for r in results] == [f"batch_views.{v}" for v in VIEW_NAMES]
     assert all(r.success for r in results), [r.failures for r in results]
 
-    assert steps.publish(spark, dq, version) == version
+    assert publish_batch(spark, dq, version) == version
     assert _alias(dq, "lambda") == version
-    assert steps.publish(spark, dq, version) == version  # a retry changes nothing
-    assert steps.new_partitions(spark, dq) == []  # the published batch has seen everything
+    assert publish_batch(spark, dq, version) == version  # a retry changes nothing
+    assert pipeline.new_partitions(spark, dq) == []  # the published batch has seen everything
 
 
 def test_data_docs_are_published_and_readable_by_anyone(dq: Settings) -> None:
@@ -110,7 +111,7 @@ def test_data_docs_are_published_and_readable_by_anyone(dq: Settings) -> None:
 
 
 def test_the_reconciliation_explains_what_kappa_dropped_as_late(dq: Settings, spark: Any) -> None:
-    from speed_layer.kappa import KappaViews
+    from kappa.job import KappaViews
 
     KappaViews(spark, dq).drain()
     with connect(dq) as conn:
@@ -151,7 +152,7 @@ def test_lk_dq_validate_and_docs_from_the_command_line(dq: Settings) -> None:
 
 def test_a_failing_suite_stops_a_kappa_switch(dq: Settings, spark: Any) -> None:
     from core.store.streams import kappa_stream
-    from speed_layer.kappa import Reprocess
+    from kappa.reprocess import Reprocess
 
     reprocess = Reprocess(spark, dq)
     new = reprocess.start("1")
@@ -184,7 +185,7 @@ def test_a_corrupted_raw_partition_stops_the_batch_with_nothing_published(
 ) -> None:
     from pyspark.sql import functions as F
 
-    from core.views.parsing import parse_events
+    from core.ingestion import parse_events
 
     published = _alias(dq, "lambda")
     master = MasterDataset.from_settings(dq)
@@ -213,9 +214,9 @@ def test_a_corrupted_raw_partition_stops_the_batch_with_nothing_published(
         .save(master.events)
     )
 
-    partitions = steps.close_archive(spark, dq)  # the log holds nothing new; the rows are new
+    partitions = pipeline.close_archive(spark, dq)  # the log holds nothing new; the rows are new
     with pytest.raises(QualityGateError) as info:
-        steps.validate_raw(spark, dq, "corrupted-run", partitions)
+        pipeline.validate_raw(spark, dq, "corrupted-run", partitions)
     failures = info.value.result.failures
     assert len(failures) == 2, failures
     assert failures[0].startswith("event_ts is at most 7 days before received_ts"), failures
@@ -247,7 +248,7 @@ def test_a_master_dataset_from_before_raw_archiving_stops_lk_in_one_line(
     event date and hour) is neither appended to nor read: `lk drain` says what to do."""
     from pyspark.sql import functions as F
 
-    from core.views.parsing import parse_events
+    from core.ingestion import parse_events
     from tests.unit.test_quality_events import LINES
     from tests.unit.test_spark_parsing import kafka_frame, kafka_rows
 

@@ -29,8 +29,7 @@ from core.catalog import VIEWS
 from core.settings import Architecture, Settings
 from core.store.connection import connect
 from core.store.schema import batch_table, create_all, realtime_table
-from core.store.streams import to_timestamp
-from core.timefmt import HOUR_MS, MINUTE_MS, iso, parse_iso
+from core.times import HOUR_MS, MINUTE_MS, iso, parse_iso, to_timestamp
 from serving.main import create_app
 from tests.conftest import ROOT, run_lk
 

@@ -20,8 +20,7 @@ from fastapi.testclient import TestClient
 from core.settings import Settings
 from core.store.connection import connect
 from core.store.schema import create_all
-from core.store.streams import to_timestamp
-from core.timefmt import parse_iso
+from core.times import parse_iso, to_timestamp
 from infra.stack.postgres import Postgres
 from serving.main import create_app
 

@@ -29,7 +29,13 @@ from tests.serving_pages import read_whole
 def _speed_process(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen[bytes]:
     with log.open("ab") as stderr:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(
-            [sys.executable, "-m", "speed_layer", *args],
+            [
+                str(Path(sys.executable).with_name("lk")),
+                "stream",
+                "--architecture",
+                "lambda",
+                *args,
+            ],
             cwd=ROOT,
             env={**os.environ, **env},
             start_new_session=True,

@@ -16,9 +16,9 @@ from pyspark.sql import functions as F
 from batch_layer import inputs
 from batch_layer.archiver import archive_batch
 from batch_layer.job import BatchInput, parse_stats
+from core.ingestion import parse_events
 from core.master_dataset import PARTITION_COLUMNS, MasterDatasetError, require_raw
-from core.timefmt import HOUR_MS
-from core.views.parsing import parse_events
+from core.times import HOUR_MS
 from lk.errors import guarded
 from tests.unit.test_quality_events import LINES, T0, event
 from tests.unit.test_spark_parsing import kafka_frame, kafka_rows

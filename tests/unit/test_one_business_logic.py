@@ -65,7 +65,7 @@ def test_layer_defines_no_view_logic_of_its_own(layer: str) -> None:
     assert not offenders, "view logic outside core/views: " + ", ".join(offenders)
 
 
-@pytest.mark.parametrize("module", ["batch_layer/job.py", "speed_layer/engine.py"])
+@pytest.mark.parametrize("module", ["batch_layer/job.py", "stream_engine/engine.py"])
 def test_batch_and_speed_compute_views_with_the_shared_functions(module: str) -> None:
     tree = ast.parse((ROOT / module).read_text())
     imported = {

@@ -43,10 +43,10 @@ from pyspark.sql import functions as F
 
 from core.catalog import CLICK_WINDOW_MS, SESSION_GAP_MS, VIEW_NAMES, VIEWS
 from core.events import Event, ProfileChange, Rejected, parse_event, parse_profile_line
+from core.ingestion import SPARK_CONF
 from core.oracle import compute_views, load_jsonl_values
-from core.timefmt import HOUR_MS, MINUTE_MS, iso
+from core.times import HOUR_MS, MINUTE_MS, iso
 from core.views import PARTIALS
-from core.views.parsing import SPARK_CONF
 from core.views.partials import ROWS, PartialAggregate
 from core.workload import DEFAULT_START_MS
 from tests.unit.test_spark_parsing import PROFILE_PARTITIONS, generated, kafka_rows

@@ -1,4 +1,4 @@
-"""Data Docs (core.quality.docs): the landing page, pruning, and the mirror to an S3 bucket.
+"""Data Docs (quality.docs): the landing page, pruning, and the mirror to an S3 bucket.
 
 Publishing against real MinIO, and fetching the pages anonymously over HTTP, is
 tests/integration/test_quality.py's job; here the S3 client is an in-memory stand-in.
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from core.quality import build_docs, docs, validate
-from core.quality.reconciliation import reconcile
 from core.settings import Settings
+from quality import build_docs, docs, validate
+from quality.reconciliation import reconcile
 
 H9, H10 = "2026-11-01T09:00:00Z", "2026-11-01T10:00:00Z"
 

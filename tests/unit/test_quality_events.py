@@ -1,6 +1,6 @@
-"""The event suites on Spark: ``raw_events`` and ``master_partition`` (core.quality).
+"""The event suites on Spark: ``raw_events`` and ``master_partition`` (quality).
 
-Good frames come out of the real parsing (``core.views.parsing``), so the suites are checked
+Good frames come out of the real parsing (``core.ingestion``), so the suites are checked
 against the column names and Spark types the pipeline really produces; each kind of bad data
 is one corrupted row in an otherwise good frame, and must fail with a reason that names it.
 """
@@ -17,12 +17,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from batch_layer.archiver import archived_rows
-from batch_layer.steps import checked_events
+from batch_layer.pipeline import checked_events
+from core.ingestion import parse_events, valid_events
 from core.oracle import load_jsonl_values
-from core.quality import QualityGateError, gate, validate
 from core.settings import Settings
-from core.timefmt import HOUR_MS, MINUTE_MS, parse_iso
-from core.views.parsing import parse_events, valid_events
+from core.times import HOUR_MS, MINUTE_MS, parse_iso
+from quality import QualityGateError, gate, validate
 from tests.unit.test_spark_parsing import generated, kafka_frame, kafka_rows
 
 T0 = parse_iso("2026-11-01T10:00:00Z")
@@ -73,7 +73,7 @@ def raw_events(spark: SparkSession, lines: list[bytes] = LINES) -> DataFrame:
 def master_rows(spark: SparkSession, lines: list[bytes] = LINES) -> DataFrame:
     """What the raw gate validates of the master dataset's events: the archiver's rows
     (``batch_layer.archiver.archived_rows``, without the Delta write), parsed as the gate
-    parses them (``batch_layer.steps.checked_events``)."""
+    parses them (``batch_layer.pipeline.checked_events``)."""
     return checked_events(archived_rows(kafka_frame(spark, kafka_rows(lines))))
 
 

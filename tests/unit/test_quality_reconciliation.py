@@ -1,4 +1,4 @@
-"""Lambda vs Kappa vs the oracle (core.quality.reconciliation) and the ``reconciliation`` suite.
+"""Lambda vs Kappa vs the oracle (quality.reconciliation) and the ``reconciliation`` suite.
 
 Hand-made rows: each disagreement is built to have exactly one cause, so the cause the code
 gives can be checked, and the suite must fail, naming the window, only on an unexplained one.
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from core.quality import combine, reconcile, validate
-from core.quality.reconciliation import COMPACTION, LATE_DATA, UNEXPLAINED, notes
 from core.settings import Settings
+from quality import combine, reconcile, validate
+from quality.reconciliation import COMPACTION, LATE_DATA, UNEXPLAINED, notes
 
 Rows = list[dict[str, Any]]
 H9, H10, H11 = "2026-11-01T09:00:00Z", "2026-11-01T10:00:00Z", "2026-11-01T11:00:00Z"

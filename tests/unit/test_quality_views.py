@@ -1,4 +1,4 @@
-"""The view suites on pandas: ``batch_views.<view>`` and ``realtime_views.<view>`` (core.quality).
+"""The view suites on pandas: ``batch_views.<view>`` and ``realtime_views.<view>`` (quality).
 
 Good rows are the oracle's on a generated workload (what the serving API answers, ISO times),
 and the same rows as the serving store returns them (timezone-aware datetimes). Each kind of bad
@@ -18,9 +18,9 @@ import pytest
 
 from core.catalog import VIEW_NAMES
 from core.oracle import OracleResult, compute_views, load_jsonl_values, load_profiles_jsonl
-from core.quality import QualityGateError, gate, validate
-from core.quality.checks import raise_on_failure
 from core.settings import Settings
+from quality import QualityGateError, gate, validate
+from quality.checks import raise_on_failure
 from tests.unit.test_spark_parsing import generated
 
 Rows = list[dict[str, Any]]
@@ -216,7 +216,7 @@ def test_gate_raises_one_line_naming_every_failed_suite(
 
 
 def test_results_are_stored_for_data_docs(oracle: OracleResult, tmp_path: Path) -> None:
-    from core.quality.docs import stored_results
+    from quality.docs import stored_results
 
     settings = Settings(home=tmp_path, stack_dir=tmp_path / "stack")
     rows = rows_of(oracle, "page_views")

@@ -1,4 +1,4 @@
-"""Spark validation (core.views.parsing) against the Python spec (core.events.parse_event).
+"""Spark validation (core.ingestion) against the Python spec (core.events.parse_event).
 
 Every record must get the same reason in Spark as in Python and, when valid, the same typed
 fields. Records are built in memory as the Kafka source gives them: keyed by ``user_id`` as
@@ -33,8 +33,7 @@ from core.events import (
     profile_from_record,
     wrong_type,
 )
-from core.oracle import load_jsonl_values
-from core.views.parsing import (
+from core.ingestion import (
     EVENT_COLUMNS,
     EVENT_FIELDS,
     KAFKA_COLUMNS,
@@ -50,6 +49,7 @@ from core.views.parsing import (
     rejected_profiles,
     valid_events,
 )
+from core.oracle import load_jsonl_values
 from core.workload import WorkloadSpec, default_profiles_path, generate
 
 EVENT_PARTITIONS = 6
@@ -61,7 +61,7 @@ RAW_SCHEMA = "key binary, value binary, topic string, partition int, offset long
 
 @pytest.fixture(scope="module", autouse=True)
 def _parsing_conf(spark: SparkSession) -> Iterator[None]:
-    """The session settings core.views.parsing requires (see ``SPARK_CONF``)."""
+    """The session settings core.ingestion requires (see ``SPARK_CONF``)."""
     for key, value in SPARK_CONF.items():
         spark.conf.set(key, value)
     yield

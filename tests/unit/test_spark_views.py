@@ -20,15 +20,15 @@ from pyspark.sql.types import DoubleType, LongType, StringType, TimestampType
 
 from core.catalog import SESSION_GAP_MS, UNKNOWN_SEGMENT, VIEW_NAMES, VIEWS
 from core.events import ProfileChange, parse_profile_line
-from core.oracle import compute_views, load_jsonl_values, load_profiles_jsonl
-from core.timefmt import iso
-from core.views import VIEW_FUNCTIONS, compute_all, compute_view, merge_sessions, sessions
-from core.views.parsing import (
+from core.ingestion import (
     first_in_log,
     parse_events,
     parse_profiles,
     valid_events,
 )
+from core.oracle import compute_views, load_jsonl_values, load_profiles_jsonl
+from core.times import iso
+from core.views import VIEW_FUNCTIONS, compute_all, compute_view, merge_sessions, sessions
 from core.views.sessions import event_intervals
 from tests.unit.test_spark_parsing import (
     PROFILE_PARTITIONS,
@@ -137,7 +137,7 @@ def test_the_view_input_columns_are_all_the_views_and_logic_versions_read(
     """The batch layer carries only `VIEW_INPUT_COLUMNS` through its deduplication: every view,
     after every logic version's filter, gives the same rows from them as from whole events."""
     from core.views import VIEW_INPUT_COLUMNS
-    from core.views.logic_versions import event_filter
+    from core.views.logic_versions import logic_filter
 
     events_path, profiles_path = generated(tmp_path, 3, 400)
     whole = spark_events(spark, load_jsonl_values(events_path)).cache()
@@ -146,7 +146,7 @@ def test_the_view_input_columns_are_all_the_views_and_logic_versions_read(
         narrow = whole.select(*VIEW_INPUT_COLUMNS)
         assert set(narrow.columns) < set(whole.columns)  # the raw record's columns stay behind
         for version in ("1", "2"):
-            keep = event_filter(version) or (lambda frame: frame)
+            keep = logic_filter(version) or (lambda frame: frame)
             for name in VIEW_NAMES:
                 got = compute_view(name, keep(narrow), profiles)
                 want = compute_view(name, keep(whole), profiles)

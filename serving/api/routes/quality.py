@@ -7,7 +7,7 @@ from datetime import datetime
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from core.quality import records
+from core.store import quality_results as records
 from serving.api.deps import ConnDep
 
 router = APIRouter(prefix="/v1/quality", tags=["quality"])

@@ -1,4 +1,4 @@
-"""The derived ``dq_*`` columns the suites check (names in ``core.quality.suites``).
+"""The derived ``dq_*`` columns the suites check (names in ``quality.suites``).
 
 Each is one projection over the frame, so Spark computes it in the same scan as every other
 expectation. A column a check needs but the frame lacks is left out: the suite's
@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-import core.quality.suites as s
+import quality.suites as s
 from core.catalog import VIEWS
 from core.events import TYPE_REQUIRED
-from core.timefmt import HOUR_MS
+from core.times import HOUR_MS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from pyspark.sql import Column, DataFrame
@@ -68,6 +67,7 @@ from core.events import (
     missing_field,
     wrong_type,
 )
+from core.times import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS
 
 SPARK_CONF: Final[dict[str, str]] = {"spark.sql.variant.allowDuplicateKeys": "true"}
 """Session settings these functions need (add them to the session builder)."""
@@ -85,12 +85,10 @@ PROFILE_COLUMNS: Final = ("user_id", "segment", "updated_ts", "partition", "offs
 
 assert set(EVENT_FIELDS) == STRING_FIELDS | INT_FIELDS, "every event field has a JSON kind"
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MS = timedelta(milliseconds=1)
-MIN_EVENT_TS: Final = (datetime.min.replace(tzinfo=UTC) - _EPOCH) // _MS
-"""0001-01-01T00:00:00Z in epoch ms: the earliest ``event_ts`` that gets an ``event_time``."""
-MAX_EVENT_TS: Final = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _MS
-"""9999-12-31T23:59:59.999Z in epoch ms: the latest ``event_ts`` that gets an ``event_time``."""
+MIN_EVENT_TS: Final = MIN_TIMESTAMP_MS
+"""The earliest ``event_ts`` that gets an ``event_time``."""
+MAX_EVENT_TS: Final = MAX_TIMESTAMP_MS
+"""The latest ``event_ts`` that gets an ``event_time``."""
 
 # --- JSON text, token by token (Java regular expressions) ---------------------------------------
 # Possessive quantifiers throughout: Java's regex engine recurses on backtracking loops, and a
@@ -116,7 +114,7 @@ def _check_session(df: DataFrame) -> None:
     for key, value in SPARK_CONF.items():
         if str(conf.get(key)).lower() != value:
             raise RuntimeError(
-                f"core.views.parsing needs the Spark setting {key}={value} (so that a duplicated "
+                f"core.ingestion needs the Spark setting {key}={value} (so that a duplicated "
                 "JSON key keeps its last value, as in core.events); set it in the session builder"
             )
 

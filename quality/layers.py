@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from core.settings import Architecture
+
 LAMBDA_BATCH: Final = "lambda-batch"
 """The batch layer's gates: the master dataset's new partitions and a batch version's views."""
 LAMBDA_SERVING: Final = "lambda-serving"
@@ -20,5 +22,8 @@ KAPPA_REPROCESS: Final = "kappa-reprocess"
 COMPARISON: Final = "comparison"
 """Lambda vs Kappa vs the oracle (the ``reconciliation`` suite)."""
 
-SERVING: Final[dict[str, str]] = {"lambda": LAMBDA_SERVING, "kappa": KAPPA_SERVING}
+SERVING: Final[dict[str, str]] = {
+    Architecture.LAMBDA: LAMBDA_SERVING,
+    Architecture.KAPPA: KAPPA_SERVING,
+}
 """The serving layer of each architecture."""

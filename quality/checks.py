@@ -6,7 +6,7 @@
 (What readers see, and Lambda vs Kappa vs the oracle, are checked by ``serving.quality``.)
 
 Each check reads the serving store, runs the suites, and records every result's summary
-(``core.quality.records``) for the serving API. A gate raises ``QualityGateError`` after
+(``core.store.quality_results``) for the serving API. A gate raises ``QualityGateError`` after
 validating every view, so Data Docs shows all of a version's failures, not just the first.
 """
 
@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from psycopg import sql
 
-import core.quality.layers as layers
-import core.quality.records as records
-import core.quality.suites as suites
+import core.store.quality_results as records
+import quality.layers as layers
+import quality.suites as suites
 from core.catalog import VIEW_NAMES, VIEWS
-from core.quality.result import QualityGateError, QualityResult
-from core.quality.validation import validate
 from core.settings import Settings
 from core.store.connection import connect
 from core.store.schema import batch_table, realtime_table
+from quality.result import QualityGateError, QualityResult
+from quality.validation import validate
 
 if TYPE_CHECKING:
     import psycopg
@@ -66,7 +66,8 @@ def validate_view_frames(
         validate(f"{family}.{view}", frame, settings=settings, layer=layer, run_name=run_name)
         for view, frame in frames.items()
     ]
-    records.record(settings, results)
+    with connect(settings) as conn:
+        records.record(conn, results)
     return results
 
 

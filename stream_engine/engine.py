@@ -28,22 +28,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from core import ingestion
 from core.catalog import VIEWS
 from core.settings import Settings
-from core.store import realtime, state
+from core.store import realtime, sessions, state
 from core.store.connection import connect, stream_lock
 from core.store.realtime import Change, Replacement, StreamProgress, Upsert
 from core.store.state import StateUpdate, StateWrites, totals_name
-from core.timefmt import HOUR_MS
-from core.views import PARTIALS, parsing
+from core.times import HOUR_MS
+from core.views import PARTIALS
 from core.views.partials import ROWS, PartialAggregate
-from speed_layer.state import StreamState
+from stream_engine.accepted_log import AcceptedLog
 
 if TYPE_CHECKING:
     import psycopg
     from pyspark.sql import DataFrame, SparkSession
 
-    from core.views.logic_versions import EventFilter
+    from core.views.logic_versions import LogicFilter
 
 SessionSeeds = Callable[["psycopg.Connection", list[str], int | None], list[tuple]]
 """Sessions of other layers the stream must continue: (conn, users, cutoff) -> intervals."""
@@ -56,14 +57,14 @@ class StreamSpec:
     stream: str
     checkpoint: str
     watermark_delay_ms: int
-    state: StreamState | None = None
+    accepted_log: AcceptedLog | None = None
     """Lambda only: the log of the events the stream accepted, which a hand-off to a new
     batch cutoff (or logic version) recomputes the real-time views from."""
     cutoff: Callable[[psycopg.Connection], int | None] = lambda conn: None
     """Event time before which another layer is responsible (Lambda: the batch cutoff)."""
     session_seeds: SessionSeeds = lambda conn, users, cutoff: []
     max_offsets_per_trigger: int = 200_000
-    view_filter: Callable[[psycopg.Connection], EventFilter | None] = lambda conn: None
+    logic_filter: Callable[[psycopg.Connection], LogicFilter | None] = lambda conn: None
     """The logic version's filter on the events the views see, read at every micro-batch and
     hand-off (Kappa: its version's; Lambda: the published batch's, so that a logic change
     applies on both sides of the cutoff). Applied after deduplication, as in the batch layer."""
@@ -120,8 +121,8 @@ class StreamEngine:
             .option("maxOffsetsPerTrigger", self.spec.max_offsets_per_trigger)
             .load()
         )
-        deduplicated = parsing.first_occurrences(
-            parsing.parse_events(raw), self.settings.events_topic
+        deduplicated = ingestion.first_occurrences(
+            ingestion.parse_events(raw), self.settings.events_topic
         )
         writer = (
             deduplicated.writeStream.queryName(self.spec.stream)
@@ -168,10 +169,10 @@ class StreamEngine:
 
         watermark = progress.watermark_ms
         is_late = F.col("event_ts") < F.lit(watermark) if watermark is not None else F.lit(False)
-        valid = parsing.valid_events(batch.where(events_topic & is_valid))
+        valid = ingestion.valid_events(batch.where(events_topic & is_valid))
         # One pass over the batch for the small answers: the invalid records, the late events
         # and the greatest event time.
-        invalid = parsing.quarantine(batch.where(events_topic & ~is_valid))
+        invalid = ingestion.quarantine(batch.where(events_topic & ~is_valid))
         writes.quarantine = [
             (r["topic"], r["partition"], r["offset"], r["reason"], r["value"])
             for r in invalid.collect()
@@ -186,17 +187,21 @@ class StreamEngine:
         if cutoff is not None:
             on_time = on_time.where(F.col("event_ts") >= cutoff)
         profile_records = batch.where(F.col("topic") == self.settings.profiles_topic)
-        profiles = parsing.parse_profiles(profile_records.select(*parsing.KAFKA_COLUMNS))
-        if self.spec.state is not None:  # Lambda: the log a hand-off recomputes from
-            log = self.spec.state
-            hour = (F.floor(F.col("event_ts") / HOUR_MS) * HOUR_MS).cast("long")
+        profiles = ingestion.parse_profiles(profile_records.select(*ingestion.KAFKA_COLUMNS))
+        if self.spec.accepted_log is not None:  # Lambda: the log a hand-off recomputes from
+            log = self.spec.accepted_log
+            # Partitioned by the start (epoch ms) of the event's hour window.
+            hour_start = (F.floor(F.col("event_ts") / HOUR_MS) * HOUR_MS).cast("long")
             log.append(
-                on_time.withColumn("event_hour", hour), log.events, batch_id, ("event_hour",)
+                on_time.withColumn("hour_start_ms", hour_start),
+                log.events,
+                batch_id,
+                ("hour_start_ms",),
             )
             if not profiles.isEmpty():  # most micro-batches carry no profile change
                 log.append(profiles, log.profiles, batch_id)
 
-        new = _kept(on_time, self.spec.view_filter(conn)).persist()
+        new = _kept(on_time, self.spec.logic_filter(conn)).persist()
         profiles = profiles.persist()
         try:
             changes: list[Change] = []
@@ -293,7 +298,7 @@ class StreamEngine:
             users = sorted(r["user_id"] for r in fresh.select("user_id").distinct().collect())
             if not users:
                 return 0
-            known = _current_sessions(conn, self.spec.stream, users)
+            known = sessions.stream_sessions(conn, self.spec.stream, users)
             rows = self._merged_sessions(conn, users, cutoff, known, fresh)
         finally:
             fresh.unpersist()
@@ -324,16 +329,16 @@ class StreamEngine:
         `cutoff` on, under the logic version now in force: ``finish(partial(events))``."""
         from pyspark.sql import functions as F
 
-        log = self.spec.state
+        log = self.spec.accepted_log
         assert log is not None, "only a stream that keeps its event log can recompute"
-        keep = self.spec.view_filter(conn)
+        logic = self.spec.logic_filter(conn)
         events = log.read(self.spark, log.events)
         profiles = log.read(self.spark, log.profiles)
         if events is None:
             return [Replacement(view) for view in VIEWS], {}
         if cutoff is not None:
             events = events.where(F.col("event_ts") >= cutoff)
-        events = _kept(events, keep).persist()
+        events = _kept(events, logic).persist()
         profiles_frame = profiles.drop("batch_id") if profiles is not None else None
         changes: list[Change] = []
         states: dict[str, list[tuple[str, str]]] = {}
@@ -367,19 +372,8 @@ def _totals_schema(aggregate: PartialAggregate, like: DataFrame) -> str:
     return f"{key}, {counters}"
 
 
-def _kept(events: DataFrame, keep: EventFilter | None) -> DataFrame:
-    return events if keep is None else keep(events)
-
-
-def _current_sessions(conn: psycopg.Connection, stream: str, users: list[str]) -> list[tuple]:
-    return [
-        tuple(row)
-        for row in conn.execute(
-            "select user_id, session_start, session_end, events from rt_sessions "
-            "where stream = %s and user_id = any(%s)",
-            (stream, users),
-        ).fetchall()
-    ]
+def _kept(events: DataFrame, logic: LogicFilter | None) -> DataFrame:
+    return events if logic is None else logic(events)
 
 
 def _dedupe_seeds(seeds: list[tuple]) -> list[tuple]:

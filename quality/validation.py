@@ -1,6 +1,6 @@
 """Validate a frame with a suite, record the result, and stop a pipeline on failure.
 
-    from core.quality import gate, validate
+    from quality import gate, validate
     result = validate("raw_events", events, settings=settings, layer="lambda-batch",
                       run_name=run_id)
     gate("batch_views.search_ctr", view_df, settings=settings, layer="lambda-batch",
@@ -10,7 +10,7 @@ Event frames (``raw_events``, ``master_partition``) are Spark DataFrames and sta
 the frame is narrowed to the checked columns and cached for the duration of the validation
 (every expectation then reads memory, not the source). View frames may be pandas, a small
 Spark frame (collected) or rows (dicts); the ``reconciliation`` frame is
-``core.quality.reconciliation.reconcile``'s table.
+``quality.reconciliation.reconcile``'s table.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import core.quality.context as ctx
-import core.quality.prepare as prepare
-import core.quality.suites as suites
-from core.quality.reconciliation import notes as reconciliation_notes
-from core.quality.result import QualityGateError, QualityResult, summarize
+import quality.context as ctx
+import quality.prepare as prepare
+import quality.suites as suites
 from core.settings import Settings
+from quality.reconciliation import notes as reconciliation_notes
+from quality.result import QualityGateError, QualityResult, summarize
 
 QUICK: dict[str, Any] = {"result_format": "BOOLEAN_ONLY"}
 """First pass on Spark: pass/fail only. With any other format GX runs, per expectation, one

@@ -25,12 +25,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-import core.quality.context as ctx
-import core.quality.layers as layers
-import core.quality.records as records
-import core.quality.suites as suites
+import core.store.quality_results as records
+import quality.context as ctx
+import quality.layers as layers
+import quality.suites as suites
 from core.provision import s3_client
 from core.settings import Settings
+from core.store.connection import connect
+from quality.result import failure_reason
 
 KEEP_RUNS: Final = 20
 """Results kept per (suite, layer)."""
@@ -68,7 +70,6 @@ class StoredResult:
 
 
 def _load(store: Path, path: Path) -> StoredResult:
-    from core.quality.result import failure_reason
 
     data = json.loads(path.read_text())
     meta = data.get("meta", {})
@@ -289,7 +290,7 @@ def docs_url(settings: Settings) -> str:
 
 
 def publish_docs(settings: Settings, *, client: Any = None) -> str:
-    """Build the site, upload it to MinIO and record where it is (``core.quality.records``);
+    """Build the site, upload it to MinIO and record where it is (``core.store.quality_results``);
     returns the landing page's URL."""
     site = build_docs(settings).parent
     s3 = client or s3_client(settings)
@@ -300,5 +301,6 @@ def publish_docs(settings: Settings, *, client: Any = None) -> str:
     s3.put_bucket_policy(Bucket=bucket, Policy=_read_policy(bucket, DOCS_PREFIX))
     upload_site(s3, site, bucket)
     url = docs_url(settings)
-    records.record_docs(settings, url)  # what the serving API's /v1/quality links to
+    with connect(settings) as conn:
+        records.record_docs(conn, url)  # what the serving API's /v1/quality links to
     return url

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import core.quality.suites as suites
+import quality.suites as suites
 from core.settings import Settings
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def _datasource(context: FileDataContext, engine: suites.Engine) -> Any:
     except KeyError:
         if engine == "spark":
             # persist=False: GX would cache every batch and never unpersist it; the caller
-            # (core.quality.validation) caches the frame for exactly the validation instead.
+            # (quality.validation) caches the frame for exactly the validation instead.
             return context.data_sources.add_spark(name, persist=False)
         return context.data_sources.add_pandas(name)
 

@@ -18,7 +18,6 @@ Plain pandas: views are small. Values are compared exactly, ``ctr`` within 1e-9.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
@@ -26,8 +25,11 @@ from typing import Any, Final
 import pandas as pd
 
 from core.catalog import SESSION_GAP_MS, VIEWS, ViewSpec
-from core.quality.prepare import Rows, as_pandas, epoch_ms
-from core.quality.suites import (  # the table's shape is the reconciliation suite's
+from core.comparison import Keyed, Values, same_values
+from core.settings import Architecture
+from core.times import instant_ms, iso
+from quality.prepare import Rows, as_pandas, epoch_ms
+from quality.suites import (  # the table's shape is the reconciliation suite's
     CAUSES,
     COLUMNS,
     COMPACTION,
@@ -35,29 +37,13 @@ from core.quality.suites import (  # the table's shape is the reconciliation sui
     LATE_DATA,
     UNEXPLAINED,
 )
-from core.timefmt import iso, parse_iso
 
-ARCHITECTURES: Final = ("lambda", "kappa")
-
-_REL_TOL: Final = 1e-9
-Values = tuple[Any, ...]
-Keyed = dict[tuple[Any, ...], Values]
-"""(key fields..., start ms) -> (end ms, value fields...)."""
-
-
-def _ms(moment: datetime | int | str) -> int:
-    """Epoch ms of an instant given as ms, an ISO string or a datetime (naive = UTC)."""
-    if isinstance(moment, int):
-        return moment
-    if isinstance(moment, str):
-        return parse_iso(moment)
-    ts = pd.Timestamp(moment)
-    ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
-    return int(ts.value // 1_000_000)
+ARCHITECTURES: Final = (Architecture.LAMBDA, Architecture.KAPPA)
 
 
 def _keyed(spec: ViewSpec, rows: Rows, closed_before_ms: int) -> Keyed:
-    """A side's rows of the closed windows, keyed by key fields and start."""
+    """A side's rows of the closed windows, keyed as `core.comparison.keyed` keys them (with
+    epoch-ms times: the sides come as frames, strings or datetimes)."""
     df = as_pandas(rows)
     if df.empty:
         return {}
@@ -77,20 +63,6 @@ def _keyed(spec: ViewSpec, rows: Rows, closed_before_ms: int) -> Keyed:
     return out
 
 
-def _same(a: Values | None, b: Values | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b, strict=True):
-        if isinstance(x, float) or isinstance(y, float):
-            if not math.isclose(float(x), float(y), rel_tol=_REL_TOL, abs_tol=_REL_TOL):
-                return False
-        elif x != y:
-            return False
-    return True
-
-
 def _window_totals(rows: Keyed) -> dict[int, int]:
     """revenue_by_segment: revenue per window start, over all segments."""
     totals: dict[int, int] = {}
@@ -107,7 +79,7 @@ def _cause(
     late_free: Keyed | None,
 ) -> str:
     """Why ``side`` differs from the oracle at ``key`` (it is known to differ)."""
-    if late_free is not None and _same(side.get(key), late_free.get(key)):
+    if late_free is not None and same_values(side.get(key), late_free.get(key)):
         return LATE_DATA
     if spec.name == "revenue_by_segment":
         start = key[-1]
@@ -144,7 +116,7 @@ def reconcile(
     Returns a frame with ``COLUMNS``, sorted by key and window.
     """
     spec = VIEWS[view]
-    cutoff = _ms(closed_before)
+    cutoff = instant_ms(closed_before)
     sides = {
         "lambda": _keyed(spec, lambda_rows, cutoff),
         "kappa": _keyed(spec, kappa_rows, cutoff),
@@ -160,7 +132,7 @@ def reconcile(
         expected = oracle.get(key)
         causes = {
             arch: ""
-            if _same(rows.get(key), expected)
+            if same_values(rows.get(key), expected)
             else _cause(spec, key, rows, oracle, late_free.get(arch))
             for arch, rows in sides.items()
         }

@@ -7,14 +7,14 @@
     validate_views(spark, settings, version, run)       # gate: its views (else `failed`)
     publish(spark, settings, version)                   # `ready`, then the hand-off
 
-A gate raises ``core.quality.QualityGateError`` and nothing after it runs, so a failing suite
+A gate raises ``quality.QualityGateError`` and nothing after it runs, so a failing suite
 leaves the published version serving: readers only ever see a version that passed both gates.
 `run_batch` is these steps in one call (without the archive and the hand-off):
 
     run_batch(spark, settings, cutoff_ms=None)   # scheduled: the cutoff the archive allows
 
 The master dataset holds raw log records: the raw gate and the recompute validate them with the
-shared parsing (`core.views.parsing`) as they read them, at one pinned snapshot
+shared parsing (`core.ingestion`) as they read them, at one pinned snapshot
 (`batch_layer.job.BatchInput`; the DAG passes the gate's snapshot on to `compute_views`).
 `run_batch` parses that snapshot once for both.
 
@@ -26,15 +26,18 @@ hand-off); `publish` does nothing for a version already published or superseded.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
-from batch_layer import inputs
-from batch_layer.cutoff import drain_cutoff, scheduled_cutoff
+from batch_layer import (
+    archiver,
+    inputs,
+)
+from batch_layer.cutoff import choose_cutoff
+from batch_layer.errors import BatchError
 from batch_layer.inputs import Partition
 from batch_layer.job import (
     LAMBDA,
-    BatchError,
     BatchInput,
     BatchResult,
     batch_views,
@@ -48,14 +51,15 @@ from batch_layer.job import (
     write_version,
 )
 from core.master_dataset import MasterDataset, require_raw
-from core.quality import layers
-from core.quality.result import QualityResult
 from core.settings import Settings
-from core.store import versions
+from core.store import batch_inputs, versions
+from core.store import quality_results as records
 from core.store.connection import connect
-from core.store.schema import create_all
-from core.store.streams import to_ms, to_timestamp
-from core.timefmt import iso
+from core.times import to_ms, to_timestamp
+from core.views.logic_versions import logic_filter
+from quality import QualityGateError, layers, validate
+from quality.checks import gate_batch_version, raise_on_failure
+from quality.result import QualityResult
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -67,10 +71,26 @@ if TYPE_CHECKING:
 def close_archive(spark: SparkSession, settings: Settings) -> list[Partition]:
     """Archive the log to its current end; returns the partitions that received data since the
     published batch's snapshot (all of them before the first), sorted."""
-    from batch_layer import archiver
 
     archiver.drain(spark, settings)
     return new_partitions(spark, settings)
+
+
+def partitions_between(
+    spark: SparkSession, settings: Settings, since: date | None, until: date | None
+) -> list[Partition]:
+    """The master dataset's (date, hour) partitions with a date in [since, until]; an open end
+    reaches the first or last partition. The dates are those the records reached the log (their
+    Kafka timestamp), read from Delta's file list: nothing is parsed or scanned."""
+    if since is not None and until is not None and until < since:
+        raise BatchError(f"until ({until}) is before since ({since})")
+    events = read_master_events(spark, MasterDataset.from_settings(settings))
+    return sorted(
+        (day, hour)
+        for day, hour in inputs.partitions_of(set(events.inputFiles()))
+        if (since is None or day >= since.isoformat())
+        and (until is None or day <= until.isoformat())
+    )
 
 
 def new_partitions(spark: SparkSession, settings: Settings) -> list[Partition]:
@@ -106,8 +126,6 @@ def validate_raw(
     (default: the latest snapshot) archived since the published batch's snapshot, or every
     record of ``partitions``; raises ``QualityGateError`` on failure. Nothing new to check
     passes, with 0 expectations."""
-    from core.quality import records, validate
-    from core.quality.checks import raise_on_failure
 
     frame = None
     if partitions is not None:
@@ -131,7 +149,8 @@ def validate_raw(
     result = validate(
         "master_partition", frame, settings=settings, layer=layers.LAMBDA_BATCH, run_name=run_name
     )
-    records.record(settings, [result])
+    with connect(settings) as conn:
+        records.record(conn, [result])
     raise_on_failure([result])
     return result
 
@@ -142,7 +161,6 @@ def validate_raw(
 def published_version(settings: Settings) -> versions.Version | None:
     """The batch version readers get now (None before the first hand-off)."""
     with connect(settings) as conn:
-        create_all(conn)
         return versions.current(conn, LAMBDA)
 
 
@@ -151,28 +169,6 @@ def cutoff_floor(published: versions.Version | None) -> int | None:
     the events before it at the hand-off, so an earlier cutoff would leave the windows in
     between to nobody."""
     return None if published is None or published.cutoff is None else to_ms(published.cutoff)
-
-
-def _choose_cutoff(
-    settings: Settings,
-    published_cutoff: int | None,
-    latest: int | None,
-    *,
-    drain: bool,
-    until_ms: int | None,
-) -> int:
-    """The cutoff of a run given none: what the archive closes (scheduled), the hour after the
-    last event (`drain`), capped at ``until_ms`` (a reprocess's range); never before the
-    published cutoff (the speed layer no longer holds the events before it)."""
-    if latest is None:
-        raise BatchError("the master dataset holds no valid event yet")
-    if drain:
-        cutoff_ms = drain_cutoff(latest)
-    else:
-        cutoff_ms = scheduled_cutoff(latest, settings.watermark_delay_ms)
-        if until_ms is not None:
-            cutoff_ms = min(cutoff_ms, until_ms)
-    return cutoff_ms if published_cutoff is None else max(cutoff_ms, published_cutoff)
 
 
 def compute(
@@ -188,11 +184,10 @@ def compute(
     """Recompute the batch views from ``batch_input`` (default: the latest snapshot of the
     master dataset) and write them as a new version, left `building`, with the snapshot it read.
 
-    The cutoff: ``cutoff_ms`` when given, else see `_choose_cutoff` (``drain``, ``until_ms``).
+    The cutoff: see `batch_layer.cutoff.choose_cutoff` (``cutoff_ms``, ``drain``, ``until_ms``).
     The recompute is the input's last reader: it releases the parse once the deduplicated
     history is cached.
     """
-    from core.views.logic_versions import event_filter
 
     master = MasterDataset.from_settings(settings)
     if batch_input is None:
@@ -206,25 +201,22 @@ def compute(
         parsed = batch_input.parsed()
         stats = parse_stats(parsed)
         published = published_version(settings)
-        published_cutoff = cutoff_floor(published)
-        if cutoff_ms is None:
-            cutoff_ms = _choose_cutoff(
-                settings, published_cutoff, stats.max_event_ts, drain=drain, until_ms=until_ms
-            )
-        elif published_cutoff is not None and cutoff_ms < published_cutoff:
-            raise BatchError(
-                f"cutoff {iso(cutoff_ms)} is before the published batch's "
-                f"({iso(published_cutoff)}): choose a later one"
-            )
+        cutoff_ms = choose_cutoff(
+            cutoff_ms,
+            cutoff_floor(published),
+            stats.max_event_ts,
+            settings.watermark_delay_ms,
+            drain=drain,
+            until_ms=until_ms,
+        )
         if logic_version is None and published is not None:
             logic_version = published.logic_version  # a scheduled batch keeps the published logic
-        keep = event_filter(logic_version) if logic_version is not None else None
+        chosen_logic = logic_filter(logic_version) if logic_version is not None else None
         history = deduplicated(parsed).persist()  # deduplicated once for the five views
         history.count()  # filled from the parse's cache, which can go now
         batch_input.release()
-        views = batch_views(history, read_master_profiles(spark, master), cutoff_ms, keep)
+        views = batch_views(history, read_master_profiles(spark, master), cutoff_ms, chosen_logic)
         with connect(settings) as conn:
-            create_all(conn)
             version = versions.begin_version(
                 conn,
                 LAMBDA,
@@ -232,7 +224,7 @@ def compute(
                 logic_version=logic_version,
                 quarantined=stats.quarantined,
             )
-            inputs.record(conn, version, batch_input.snapshot)
+            batch_inputs.record(conn, version, batch_input.snapshot)
             try:
                 counts = write_version(settings, views, version)
             except Exception:
@@ -273,8 +265,6 @@ def validate_views(
 ) -> list[QualityResult]:
     """Gate ``batch_views.<view>`` on every view of ``version``. On failure the version is
     marked `failed` (it can never be published) and ``QualityGateError`` is raised."""
-    from core.quality import QualityGateError
-    from core.quality.checks import gate_batch_version
 
     del spark  # the rows are read back from the serving store, as readers would get them
     try:
@@ -303,22 +293,6 @@ def mark_ready(settings: Settings, version: int) -> None:
             versions.mark(conn, LAMBDA, version, "ready")
 
 
-def publish(spark: SparkSession, settings: Settings, version: int) -> int:
-    """Mark ``version`` ready and hand off to it now; returns the version readers see.
-
-    Until this step the previous version keeps serving. A newer version already published
-    wins (this one is then never shown)."""
-    from speed_layer.lambda_speed import SpeedLayer
-
-    mark_ready(settings, version)
-    SpeedLayer(spark, settings).handoff()
-    with connect(settings) as conn:
-        current = versions.current(conn, LAMBDA)
-    if current is None:
-        raise BatchError(f"batch version {version} was not published")
-    return current.version
-
-
 def run_batch(
     spark: SparkSession,
     settings: Settings,
@@ -336,7 +310,6 @@ def run_batch(
     A failing gate raises `BatchError` (with the suite's one-line reasons): nothing is marked
     ready, and the published version keeps serving.
     """
-    from core.quality import QualityGateError
 
     run = run_name or f"batch-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     batch_input = open_input(spark, settings)

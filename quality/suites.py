@@ -1,17 +1,17 @@
 """The data-quality suites, built in code: one name per suite, and its expectations.
 
-Suite names are also the ``kind`` callers pass to ``core.quality.validate``:
+Suite names are also the ``kind`` callers pass to ``quality.validate``:
 
-- ``raw_events``: valid parsed events (``core.views.parsing.valid_events``) on Spark;
+- ``raw_events``: valid parsed events (``core.ingestion.valid_events``) on Spark;
 - ``master_partition``: the valid events of master dataset records (what the next batch adds,
   or whole ``record_date``/``record_hour`` partitions), parsed with the shared parsing, with
   their Kafka timestamp and partition, on Spark;
 - ``batch_views.<view>`` and ``realtime_views.<view>``: one view's rows (one version or one
   stream), on pandas;
-- ``reconciliation``: the table of ``core.quality.reconciliation.reconcile``, on pandas.
+- ``reconciliation``: the table of ``quality.reconciliation.reconcile``, on pandas.
 
 Checks that span columns (event time against arrival, partition against event time, window
-alignment) run on derived ``dq_*`` columns added by ``core.quality.prepare``: one cheap
+alignment) run on derived ``dq_*`` columns added by ``quality.prepare``: one cheap
 projection that every expectation then reads like a plain column. On Spark this matters: GX
 folds single-column checks into one aggregation job, but runs a separate job for every
 column-pair or SQL check. Their ``description`` is what Data Docs and the one-line failure
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from core.catalog import VIEW_NAMES, VIEWS
 from core.events import EVENT_TYPES, TYPE_REQUIRED
-from core.timefmt import MINUTE_MS
+from core.times import MINUTE_MS
 
 if TYPE_CHECKING:
     import great_expectations as gx
@@ -56,7 +56,7 @@ MAX_ARRIVAL_LAG_MS: Final = 7 * 24 * 60 * MINUTE_MS
 MAX_ARRIVAL_LEAD_MS: Final = 5 * MINUTE_MS
 CTR_TOLERANCE: Final = 1e-9
 
-# Derived columns (core.quality.prepare adds them; the names are shared with it).
+# Derived columns (quality.prepare adds them; the names are shared with it).
 DQ_MISSING_FIELD: Final = "dq_missing_type_field"
 DQ_SEND_DELAY: Final = "dq_send_delay_ms"
 DQ_EVENT_TS_DRIFT: Final = "dq_event_ts_drift_ms"
@@ -67,7 +67,7 @@ DQ_WINDOW_LENGTH: Final = "dq_window_length_ms"
 DQ_CTR_ERROR: Final = "dq_ctr_error"
 DQ_UNEXPLAINED: Final = "dq_unexplained_window"
 
-# Spark column types of the parsed events (core.views.parsing.EVENT_COLUMNS + log position).
+# Spark column types of the parsed events (core.ingestion.EVENT_COLUMNS + log position).
 _STRING: Final = ["StringType"]
 _LONG: Final = ["LongType"]
 EVENT_COLUMN_TYPES: Final[dict[str, list[str]]] = {
@@ -309,7 +309,7 @@ def _view_expectations(view: str) -> list[Any]:
 
 # --- reconciliation -----------------------------------------------------------------------------
 
-# The reconciliation table (core.quality.reconciliation) and the causes it may give a window.
+# The reconciliation table (quality.reconciliation) and the causes it may give a window.
 LATE_DATA: Final = "late data dropped by the stream path"
 COMPACTION: Final = "profile history lost to compaction"
 LATE_AND_COMPACTION: Final = f"{LATE_DATA}; {COMPACTION}"

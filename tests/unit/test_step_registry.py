@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from core.settings import Settings
 from lk.cli import cli
-from lk.steps import STEPS, StepArgs, StepError, run_step
+from lk.step_registry import STEPS, StepArgs, StepError, run_step
 
 
 def test_arguments_are_json_where_they_parse_else_text() -> None:

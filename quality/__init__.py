@@ -10,11 +10,11 @@
 Importing this package does not import Great Expectations (5-10 s); the first validation does.
 """
 
-from core.quality.docs import build_docs, publish_docs
-from core.quality.reconciliation import combine, reconcile
-from core.quality.result import QualityGateError, QualityResult
-from core.quality.suites import SUITE_NAMES
-from core.quality.validation import gate, validate
+from quality.docs import build_docs, publish_docs
+from quality.reconciliation import combine, reconcile
+from quality.result import QualityGateError, QualityResult
+from quality.suites import SUITE_NAMES
+from quality.validation import gate, validate
 
 __all__ = [
     "SUITE_NAMES",

@@ -3,8 +3,8 @@
     lk step compute-views logic_version=2       # a terminal, or a KubernetesPodOperator's pod
     run_step("compute-views", {...}, settings, spark)   # a local Airflow task (dags/lk_dags)
 
-Each step wraps one function of the layers (`batch_layer.steps`, `speed_layer.kappa`,
-`core.quality`) and returns plain JSON (the task's XCom), so a step gives the same answer
+Each step wraps one function of the layers (`batch_layer.pipeline`, `kappa.job`,
+`quality`) and returns plain JSON (the task's XCom), so a step gives the same answer
 whether Airflow runs it in its own process or in a pod. Arguments arrive as text (a command
 line, a rendered Jinja template): each is read as JSON when it parses (``3``, ``null``,
 ``[["2026-11-01", 9]]``), else as the string itself (``2026-11-01``).
@@ -20,23 +20,24 @@ import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, cast
 
+from batch_layer.cutoff import until_cutoff
 from core.catalog import DEFAULT_LOGIC_VERSION, check_logic_version
 from core.settings import Architecture, Settings
+from core.times import parse_iso
+from lk.pipelines import publish_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from core.store.versions import Version
-    from speed_layer.kappa import Reprocess
+    from kappa.reprocess import Reprocess
 
 SparkProvider = Callable[[], "SparkSession"]
 Json = Any
 """What a step returns: JSON-serialisable (None, numbers, strings, lists, dicts)."""
-
-KAPPA = "kappa"
 
 
 class StepError(RuntimeError):
@@ -123,38 +124,20 @@ def _plain(result: Any) -> Json:
 
 
 def _close_archive(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    from batch_layer.steps import close_archive
+    from batch_layer.pipeline import close_archive  # deferred: pyspark
 
     return [[day, hour] for day, hour in close_archive(spark(), settings)]
-
-
-def _partitions_in_range(
-    spark: SparkSession, settings: Settings, since: date | None, until: date | None
-) -> list[tuple[str, int]]:
-    """The master dataset's (date, hour) partitions with a date in [since, until]; an open end
-    reaches the first or last partition. The dates are those the records reached the log (their
-    Kafka timestamp), read from Delta's file list: nothing is parsed or scanned."""
-    from batch_layer.inputs import partitions_of
-    from batch_layer.job import read_master_events
-    from core.master_dataset import MasterDataset
-
-    if since is not None and until is not None and until < since:
-        raise StepError(f"validate-raw: until ({until}) is before since ({since})")
-    events = read_master_events(spark, MasterDataset.from_settings(settings))
-    found = partitions_of(set(events.inputFiles()))
-    return sorted(
-        (day, hour)
-        for day, hour in found
-        if (since is None or day >= since.isoformat())
-        and (until is None or day <= until.isoformat())
-    )
 
 
 def _validate_raw(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
     """The gate's result, and by default `snapshot`: the master events' Delta version it
     checked, for `compute-views` to read (None when partitions were given or nothing is
     archived)."""
-    from batch_layer.steps import open_input, validate_raw
+    from batch_layer.pipeline import (  # deferred: pyspark
+        open_input,
+        partitions_between,
+        validate_raw,
+    )
 
     listed = args.optional("partitions")
     partitions: list[tuple[str, int]] | None = None
@@ -162,25 +145,15 @@ def _validate_raw(settings: Settings, spark: SparkProvider, args: StepArgs) -> J
         partitions = [(str(day), int(hour)) for day, hour in listed]
     elif "since" in args.values or "until" in args.values:
         # A date range, even open at both ends (every partition): a reprocess re-validates it.
-        partitions = _partitions_in_range(spark(), settings, args.day("since"), args.day("until"))
+        partitions = partitions_between(spark(), settings, args.day("since"), args.day("until"))
     run_name = args.text("run_name", "manual") or "manual"
     pinned = None if partitions is not None else open_input(spark(), settings)
     result = validate_raw(spark(), settings, run_name, partitions=partitions, batch_input=pinned)
     return {**_plain(result), "snapshot": None if pinned is None else pinned.snapshot}
 
 
-def _end_of(until: date) -> int:
-    """The end of `until` (midnight after it, UTC) in epoch ms: a reprocess's cutoff, which
-    `compute` caps at what the archive closes (a later cutoff would publish windows whose
-    events are not all archived yet) and keeps after the published batch's cutoff (the speed
-    layer holds only the events after it)."""
-    end = datetime.combine(until + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
-    return int(end.timestamp() * 1000)
-
-
 def _compute_views(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    from batch_layer.steps import compute_views
-    from core.timefmt import parse_iso
+    from batch_layer.pipeline import compute_views  # deferred: pyspark
 
     cutoff = args.text("cutoff")
     until = args.day("until")
@@ -188,7 +161,7 @@ def _compute_views(settings: Settings, spark: SparkProvider, args: StepArgs) -> 
     if cutoff is not None and until is not None:
         raise StepError("compute-views: give cutoff or until, not both")
     cutoff_ms = parse_iso(cutoff) if cutoff is not None else None
-    until_ms = _end_of(until) if until is not None else None
+    until_ms = until_cutoff(until) if until is not None else None
     if logic is not None:
         check_logic_version(logic)
     snapshot = args.optional("snapshot")
@@ -203,16 +176,15 @@ def _compute_views(settings: Settings, spark: SparkProvider, args: StepArgs) -> 
 
 
 def _validate_views(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    from batch_layer.steps import validate_views
+    from batch_layer.pipeline import validate_views  # deferred: pyspark
 
     run_name = args.text("run_name", "manual") or "manual"
     return _plain(validate_views(spark(), settings, args.integer("version"), run_name))
 
 
 def _publish(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    from batch_layer.steps import publish
 
-    return publish(spark(), settings, args.integer("version"))
+    return publish_batch(spark(), settings, args.integer("version"))
 
 
 # -- Kappa -------------------------------------------------------------------------------------
@@ -226,150 +198,46 @@ class _NoSpark:
 
 
 def _reprocess(settings: Settings, spark: SparkProvider | None) -> Reprocess:
-    from speed_layer.kappa import Reprocess
+    from kappa.reprocess import Reprocess  # deferred: pyspark
 
     session = spark() if spark is not None else cast("SparkSession", _NoSpark())
     return Reprocess(session, settings)
 
 
-def _kappa_version(settings: Settings, number: int) -> Version:
-    from core.store import versions
-    from core.store.connection import connect
+def _kappa_version(settings: Settings, args: StepArgs) -> Version:
+    from kappa.reprocess import find_version  # deferred: pyspark
 
-    with connect(settings) as conn:
-        found = versions.get(conn, KAPPA, number)
-    if found is None:
-        raise StepError(f"there is no Kappa version {number}")
-    return found
+    return find_version(settings, args.integer("version"))
 
 
 def _kappa_start(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
+    from kappa.reprocess import has_superseded_build  # deferred: pyspark
+
     logic = args.text("logic_version", DEFAULT_LOGIC_VERSION) or DEFAULT_LOGIC_VERSION
     check_logic_version(logic)
-    # Spark only to discard a build of another logic version (its state and checkpoint on
-    # MinIO): most starts find none and spare the session's start-up.
-    return (
-        _reprocess(settings, spark if _superseded(settings, logic) else None).start(logic).version
-    )
-
-
-def _superseded(settings: Settings, logic: str) -> bool:
-    from core.store import versions
-    from core.store.connection import connect
-    from core.store.schema import create_all
-
-    with connect(settings) as conn:
-        create_all(conn)
-        return any(v.logic_version != logic for v in versions.building(conn, KAPPA))
-
-
-def _log_end(settings: Settings) -> dict[str, int]:
-    from core.kafka_io import end_offsets
-
-    ends = {}
-    for topic in (settings.events_topic, settings.profiles_topic):
-        for partition, (_low, high) in end_offsets(settings, topic).items():
-            ends[f"{topic}/{partition}"] = high
-    return ends
-
-
-def _consumed(progress: list[Any]) -> dict[str, int]:
-    """The offsets the round's last micro-batch read up to, per topic/partition."""
-    consumed: dict[str, int] = {}
-    for entry in progress:
-        for source in _as_dict(entry).get("sources", []):
-            end = source.get("endOffset")
-            end = json.loads(end) if isinstance(end, str) else end
-            for topic, partitions in (end or {}).items():
-                for partition, offset in partitions.items():
-                    consumed[f"{topic}/{partition}"] = int(offset)
-    return consumed
-
-
-def _as_dict(progress: Any) -> dict[str, Any]:
-    if isinstance(progress, dict):
-        return progress
-    return cast("dict[str, Any]", json.loads(progress.json))
-
-
-def _watermark_gap(settings: Settings, version: int) -> int | None:
-    """How far `version`'s watermark trails the live version's (None: nothing to trail)."""
-    from core.store import realtime, versions
-    from core.store.connection import connect
-    from core.store.streams import kappa_stream
-
-    with connect(settings) as conn:
-        live = versions.current(conn, KAPPA)
-        if live is None or live.version == version:
-            return None
-        ours = realtime.load_progress(conn, kappa_stream(version)).watermark_ms
-        theirs = realtime.load_progress(conn, kappa_stream(live.version)).watermark_ms
-    if theirs is None:
-        return None
-    return theirs - (ours if ours is not None else 0)
+    # Spark only to discard a build of another logic version: most starts spare the session.
+    needs_spark = has_superseded_build(settings, logic)
+    return _reprocess(settings, spark if needs_spark else None).start(logic).version
 
 
 def _kappa_replay_round(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    """One bounded replay round (what the log holds now, `availableNow`), then the lag per
-    partition and the watermark gap: what the DAG's sensor decides on."""
-    from speed_layer.kappa import ReprocessError
-
-    version = _kappa_version(settings, args.integer("version"))
-    before = _log_end(settings)
-    engine = _reprocess(settings, spark).views.engine(version)
-    query = engine.start(available_now=True)
-    query.awaitTermination()
-    if query.exception() is not None:
-        raise ReprocessError(f"kappa-v{version.version} failed: {query.exception()}")
-    # availableNow reads up to the log end at its start; the progress says exactly where.
-    consumed = {**before, **_consumed(list(query.recentProgress))}
-    after = _log_end(settings)
-    lag = {tp: max(0, end - consumed.get(tp, 0)) for tp, end in sorted(after.items())}
-    gap = _watermark_gap(settings, version.version)
-    lag_records = sum(lag.values())
-    # Caught up: no partition more than LK_KAPPA_CATCHUP_MAX_LAG records behind the log end,
-    # and the watermark within LK_KAPPA_CATCHUP_WATERMARK_SLACK_S of the live version's.
-    caught_up = max(lag.values(), default=0) <= settings.kappa_catchup_max_lag and (
-        gap is None or gap <= settings.kappa_catchup_watermark_slack_s * 1000
-    )
-    return {
-        "version": version.version,
-        "micro_batches": len([o for o in engine.outcomes if not o.skipped]),
-        "lag": {tp: n for tp, n in lag.items() if n},
-        "lag_records": lag_records,
-        "watermark_gap_ms": gap,
-        "caught_up": caught_up,
-    }
+    version = _kappa_version(settings, args)
+    replayed = _reprocess(settings, spark).replay_round(version)
+    return {**_plain(replayed), "lag_records": replayed.lag_records}
 
 
 def _kappa_check(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    version = _kappa_version(settings, args.integer("version"))
-    return _reprocess(settings, None).check(version)
+    return _reprocess(settings, None).check(_kappa_version(settings, args))
 
 
 def _kappa_switch(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    version = _kappa_version(settings, args.integer("version"))
-    return _reprocess(settings, None).switch(version)
-
-
-def _left_behind(settings: Settings) -> list[int]:
-    """Kappa versions the alias has left (`retired`) whose output is still in the store."""
-    from core.store.connection import connect
-
-    with connect(settings) as conn:
-        rows = conn.execute(
-            "select v.version from view_versions v join stream_progress p "
-            "on p.stream = %s || v.version::text "
-            "where v.architecture = %s and v.status = 'retired' order by v.version",
-            ("kappa-v", KAPPA),
-        ).fetchall()
-    return [int(row[0]) for row in rows]
+    return _reprocess(settings, None).switch(_kappa_version(settings, args))
 
 
 def _kappa_retire(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    # From the store rather than the switch's answer: a retried switch answers "nothing
-    # replaced" (the alias already points at the new version), yet the old one is still there.
-    old = _left_behind(settings)
+    from kappa.reprocess import left_behind  # deferred: pyspark
+
+    old = left_behind(settings)
     if old:
         reprocess = _reprocess(settings, spark)
         for version in old:
@@ -381,8 +249,8 @@ def _kappa_retire(settings: Settings, spark: SparkProvider, args: StepArgs) -> J
 
 
 def _dq_realtime(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    from core.quality.checks import raise_on_failure
-    from serving.quality import validate_realtime
+    from quality.checks import raise_on_failure  # deferred: pandas
+    from serving.quality import validate_realtime  # deferred: pandas
 
     architecture = args.text("architecture") or ""
     if architecture not in (Architecture.LAMBDA, Architecture.KAPPA):
@@ -394,8 +262,8 @@ def _dq_realtime(settings: Settings, spark: SparkProvider, args: StepArgs) -> Js
 
 
 def _dq_reconcile(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    from core.quality.checks import raise_on_failure
-    from serving.quality import run_reconciliation
+    from quality.checks import raise_on_failure  # deferred: pandas
+    from serving.quality import run_reconciliation  # deferred: pandas
 
     run_name = args.text("run_name", "manual") or "manual"
     result = run_reconciliation(settings, run_name, spark=spark())
@@ -405,7 +273,7 @@ def _dq_reconcile(settings: Settings, spark: SparkProvider, args: StepArgs) -> J
 
 
 def _dq_docs(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    from core.quality import publish_docs
+    from quality import publish_docs  # deferred: pandas
 
     return publish_docs(settings)
 

@@ -1,4 +1,5 @@
-"""Lambda's speed layer log on MinIO: the events it accepted and the profile versions it read.
+"""The accepted log on MinIO: the events a stream accepted and the profile versions it read
+(Lambda's speed layer keeps one; the Kappa job needs none).
 
 Nothing in a micro-batch reads it: it is there for the hand-off, when a new batch cutoff (or
 logic version) makes the speed layer recompute its real-time views from the events after the
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class StreamState:
+class AcceptedLog:
     root: str  # s3a://lk-views/state/<stream>
 
     @property

@@ -2,7 +2,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core.timefmt import HOUR_MS, MINUTE_MS, iso, parse_iso, window_start
+from core.times import HOUR_MS, MINUTE_MS, iso, parse_iso, window_start
 
 # 2026-11-01T10:00:00Z, computed independently: 20758 days since the epoch, plus 10 hours.
 TEN_OCLOCK = 20_758 * 86_400_000 + 10 * 3_600_000

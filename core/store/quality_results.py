@@ -12,19 +12,30 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
-
-from core.quality.result import QualityResult
-from core.settings import Settings
-from core.store.connection import connect
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import psycopg
 
+
+class ResultSummary(Protocol):
+    """What is kept of one validation (``quality.result.QualityResult`` is one)."""
+
+    layer: str
+    suite: str
+    run_name: str
+    success: bool
+    rows: int | None
+    evaluated: int
+    failed: int
+    failures: tuple[str, ...]
+    seconds: float
+
+
 KEEP_PER_SUITE = 50
 """Rows kept per (layer, suite): hourly runs must not grow the table without bound."""
 
-DDL = (
+DDL = [
     """create table if not exists dq_results (
         id bigserial primary key,
         layer text not null,
@@ -42,69 +53,50 @@ DDL = (
         id integer primary key default 1 check (id = 1),
         url text not null,
         published_at timestamptz not null default now())""",
-)
+]
 
 
-def create_tables(conn: psycopg.Connection) -> None:
-    with conn.transaction():
-        # Two processes creating the tables at once would race on Postgres' catalogue.
-        conn.execute("select pg_advisory_xact_lock(hashtext('lk-dq-tables'))")
-        for statement in DDL:
-            conn.execute(statement)
-
-
-def record(settings: Settings, results: Iterable[QualityResult]) -> None:
+def record(conn: psycopg.Connection, results: Iterable[ResultSummary]) -> None:
     """Append validations' summaries and prune what is older than ``KEEP_PER_SUITE``."""
     rows = list(results)
     if not rows:
         return
-    with connect(settings) as conn:
-        create_tables(conn)
-        with conn.transaction():
-            for r in rows:
-                conn.execute(
-                    "insert into dq_results (layer, suite, run_name, success, rows, evaluated, "
-                    "failed, failures, seconds) values (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    (
-                        r.layer,
-                        r.suite,
-                        r.run_name,
-                        r.success,
-                        r.rows,
-                        r.evaluated,
-                        r.failed,
-                        json.dumps(list(r.failures)),
-                        r.seconds,
-                    ),
-                )
-                conn.execute(
-                    "delete from dq_results where layer = %s and suite = %s and id not in "
-                    "(select id from dq_results where layer = %s and suite = %s "
-                    "order by id desc limit %s)",
-                    (r.layer, r.suite, r.layer, r.suite, KEEP_PER_SUITE),
-                )
+    with conn.transaction():
+        for r in rows:
+            conn.execute(
+                "insert into dq_results (layer, suite, run_name, success, rows, evaluated, "
+                "failed, failures, seconds) values (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    r.layer,
+                    r.suite,
+                    r.run_name,
+                    r.success,
+                    r.rows,
+                    r.evaluated,
+                    r.failed,
+                    json.dumps(list(r.failures)),
+                    r.seconds,
+                ),
+            )
+            conn.execute(
+                "delete from dq_results where layer = %s and suite = %s and id not in "
+                "(select id from dq_results where layer = %s and suite = %s "
+                "order by id desc limit %s)",
+                (r.layer, r.suite, r.layer, r.suite, KEEP_PER_SUITE),
+            )
 
 
-def record_docs(settings: Settings, url: str) -> None:
-    with connect(settings) as conn:
-        create_tables(conn)
-        conn.execute(
-            "insert into dq_docs (id, url) values (1, %s) "
-            "on conflict (id) do update set url = excluded.url, published_at = now()",
-            (url,),
-        )
-
-
-def _exists(conn: psycopg.Connection, table: str) -> bool:
-    row = conn.execute("select to_regclass(%s)", (table,)).fetchone()
-    return row is not None and row[0] is not None
+def record_docs(conn: psycopg.Connection, url: str) -> None:
+    conn.execute(
+        "insert into dq_docs (id, url) values (1, %s) "
+        "on conflict (id) do update set url = excluded.url, published_at = now()",
+        (url,),
+    )
 
 
 def latest(conn: psycopg.Connection) -> list[dict[str, Any]]:
     """The last result of each (layer, suite), by layer then suite; nothing before the first
     validation. Reads only: the serving API calls it."""
-    if not _exists(conn, "dq_results"):
-        return []
     rows = conn.execute(
         "select distinct on (layer, suite) layer, suite, run_name, success, rows, evaluated, "
         "failed, failures, seconds, validated_at from dq_results "
@@ -127,7 +119,5 @@ def latest(conn: psycopg.Connection) -> list[dict[str, Any]]:
 
 def docs(conn: psycopg.Connection) -> tuple[str, datetime] | None:
     """Where Data Docs were last published, and when; None before the first publication."""
-    if not _exists(conn, "dq_docs"):
-        return None
     row = conn.execute("select url, published_at from dq_docs where id = 1").fetchone()
     return None if row is None else (str(row[0]), row[1])

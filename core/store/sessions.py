@@ -1,0 +1,37 @@
+"""The stored sessions a micro-batch's sessions merge with: the stream's own, and the
+published batch's that a later event could still continue (Lambda, across the cutoff)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import psycopg
+
+SessionRow = tuple
+"""(user_id, session_start, session_end, events), as the `sessions` view's rows."""
+
+
+def stream_sessions(conn: psycopg.Connection, stream: str, users: list[str]) -> list[SessionRow]:
+    """The real-time sessions of `users` the stream has written."""
+    return [
+        tuple(row)
+        for row in conn.execute(
+            "select user_id, session_start, session_end, events from rt_sessions "
+            "where stream = %s and user_id = any(%s)",
+            (stream, users),
+        ).fetchall()
+    ]
+
+
+def open_batch_sessions(
+    conn: psycopg.Connection, version: int, ending_from: datetime, users: list[str]
+) -> list[SessionRow]:
+    """The sessions of `users` in batch `version` that end at or after `ending_from`."""
+    return [
+        tuple(row)
+        for row in conn.execute(
+            "select user_id, session_start, session_end, events from batch_sessions "
+            "where version = %s and session_end >= %s and user_id = any(%s)",
+            (version, ending_from, users),
+        ).fetchall()
+    ]
