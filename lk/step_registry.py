@@ -3,8 +3,10 @@
     lk step compute-views logic_version=2       # a terminal, or a KubernetesPodOperator's pod
     run_step("compute-views", {...}, settings, spark)   # a local Airflow task (dags/lk_dags)
 
-Each step wraps one function of the layers (`batch_layer.pipeline`, `kappa.job`,
-`quality`) and returns plain JSON (the task's XCom), so a step gives the same answer
+Each step reads its arguments and calls one function of a layer (`batch_layer.pipeline`,
+`kappa.reprocess`, `quality`, `serving.quality`, or `lk.pipelines` where two layers meet); the
+rules (cutoffs, when a replay has caught up) live with those functions, never here. A step
+returns plain JSON (the task's XCom), so it gives the same answer
 whether Airflow runs it in its own process or in a pod. Arguments arrive as text (a command
 line, a rendered Jinja template): each is read as JSON when it parses (``3``, ``null``,
 ``[["2026-11-01", 9]]``), else as the string itself (``2026-11-01``).
@@ -183,7 +185,6 @@ def _validate_views(settings: Settings, spark: SparkProvider, args: StepArgs) ->
 
 
 def _publish(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-
     return publish_batch(spark(), settings, args.integer("version"))
 
 
