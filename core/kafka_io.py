@@ -35,6 +35,12 @@ _PRODUCER_CONFIG = {
 }
 
 
+KAFKA_TIMESTAMP_MAX = 2**63 - 1
+"""A record timestamp is a signed 64-bit count of milliseconds."""
+
+REFUSED_LINES_SHOWN = 10
+
+
 class ProduceError(RuntimeError):
     pass
 
@@ -122,7 +128,9 @@ def _record_for(line: bytes, timestamp_field: str) -> tuple[bytes | None, bytes 
     """The record for one JSONL line, as CONTRACT §4 says: (key, value, timestamp, parsed).
 
     A timestamp of 0 means "none": the producer then stamps the broker-side current time, as it
-    does for an explicit 0 (librdkafka's own convention).
+    does for an explicit 0 (librdkafka's own convention). So does a timestamp no record can
+    carry (negative, or beyond 64 bits): the line still goes to the log, where validation
+    quarantines it with its reason.
     """
     try:
         obj = _loads(line)
@@ -135,7 +143,8 @@ def _record_for(line: bytes, timestamp_field: str) -> tuple[bytes | None, bytes 
     # every record of that user still lands in one partition, instead of failing the file.
     key = user_id.encode("utf-8", "surrogatepass") if isinstance(user_id, str) else None
     ts = obj.get(timestamp_field)
-    timestamp = ts if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0 else 0
+    carried = isinstance(ts, int) and not isinstance(ts, bool) and 0 <= ts <= KAFKA_TIMESTAMP_MAX
+    timestamp = ts if carried else 0
     value = None if obj.get("tombstone") is True else line
     return key, value, timestamp, True
 
@@ -146,7 +155,7 @@ def produce_file(
     topic: str,
     progress: Callable[[ProduceReport], None] | None = None,
 ) -> ProduceReport:
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import KafkaError, KafkaException, Producer
 
     timestamp_field = "updated_ts" if topic == settings.profiles_topic else "received_ts"
     report = ProduceReport(topic)
@@ -182,19 +191,26 @@ def produce_file(
         report.seconds = time.monotonic() - started
         return report
 
+    refused: list[int] = []  # line numbers of records larger than Kafka takes
     try:
         with path.open("rb") as lines:
-            for raw in lines:
+            for number, raw in enumerate(lines, start=1):
                 line = raw.rstrip(b"\r\n")
                 if not line.strip():  # a blank line is no record (the oracle skips it too)
                     continue
                 key, value, timestamp, parsed = _record_for(line, timestamp_field)
-                while True:
-                    try:
-                        produce(topic, value, key, on_delivery=delivered, timestamp=timestamp)
-                        break
-                    except BufferError:  # local queue full: let deliveries drain, then retry
-                        poll(0.1)
+                try:
+                    while True:
+                        try:
+                            produce(topic, value, key, on_delivery=delivered, timestamp=timestamp)
+                            break
+                        except BufferError:  # local queue full: let deliveries drain, retry
+                            poll(0.1)
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
+                        raise
+                    refused.append(number)  # refused alone: the rest of the file goes on
+                    continue
                 records += 1
                 keyed += key is not None
                 tombstones += value is None
@@ -211,6 +227,18 @@ def produce_file(
         raise ProduceError(f"{remaining} records to {topic} were not delivered within 120 s")
     if errors:
         raise ProduceError(f"{len(errors)} records to {topic} failed: {errors[0]}")
+    if refused:
+        shown = ", ".join(str(n) for n in refused[:REFUSED_LINES_SHOWN])
+        more = (
+            f" and {len(refused) - REFUSED_LINES_SHOWN} more"
+            if len(refused) > REFUSED_LINES_SHOWN
+            else ""
+        )
+        lines_word = "line" if len(refused) == 1 else "lines"
+        raise ProduceError(
+            f"{len(refused)} {lines_word} of {path} larger than Kafka's message size not sent "
+            f"(line {shown}{more}); the other {records:,} records were delivered to {topic}"
+        )
     return report
 
 

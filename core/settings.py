@@ -129,6 +129,9 @@ class Settings(BaseSettings):
     # How long a request waits for a store connection before it gets 503 (the store is down,
     # or the pool is saturated): short, so an outage answers fast instead of piling up.
     serve_pool_timeout_s: float = Field(default=2.0, gt=0)
+    # The longest one statement of a reader may run (Postgres `statement_timeout`): a request
+    # stuck behind a lock or a bad plan answers 503 instead of holding a connection.
+    serve_statement_timeout_ms: int = Field(default=5_000, ge=1)
     # Rows per page of `GET /v1/views/{view}`: without `limit`, and the most `limit` may ask.
     serve_page_limit: int = Field(default=1_000, ge=1)
     serve_page_limit_max: int = Field(default=10_000, ge=1)

@@ -148,6 +148,28 @@ _STRING_FIELDS: Final = frozenset({"event_id", "type", "page", "query", "search_
 _MEAN_INTRA_GAP_MS: Final = 130_000  # mean of _intra_gap() below, used to plan sessions
 _FLUSH_LINES: Final = 8192
 PROGRESS_EVERY = 100_000  # event lines between progress calls
+
+MAX_HOURS: Final = 10 * 365 * 24.0
+"""The longest event-time span generated (ten years): beyond it, timestamps and the per-bucket
+plan stop being a workload anyone replays."""
+
+# Measured (`lk generate`, 100k-2M events): peak memory is about 62 MB plus 31 bytes per event
+# (the users' planned sessions; events themselves are streamed to the file), and a line takes
+# about 165 bytes on disk, profiles about 3 more per event. Rounded up, so that a refusal errs
+# on the side of refusing.
+_BASE_MEMORY_BYTES: Final = 80 * 2**20
+_MEMORY_BYTES_PER_EVENT: Final = 40
+_DISK_BYTES_PER_EVENT: Final = 180
+
+
+def footprint(spec: WorkloadSpec) -> tuple[int, int]:
+    """(peak memory, disk) in bytes that generating ``spec`` needs, estimated from measurements."""
+    return (
+        _BASE_MEMORY_BYTES + _MEMORY_BYTES_PER_EVENT * spec.events,
+        _DISK_BYTES_PER_EVENT * spec.events,
+    )
+
+
 _SESSION_SEP: Final = SESSION_GAP_MS + 1 + 2 * MINUTE_MS
 
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
@@ -191,8 +213,8 @@ class WorkloadSpec:
     def __post_init__(self) -> None:
         if self.events < 0:
             raise ValueError(f"events must be >= 0, got {self.events}")
-        if not self.hours > 0:
-            raise ValueError(f"hours must be > 0, got {self.hours}")
+        if not 0 < self.hours <= MAX_HOURS:  # also refuses nan
+            raise ValueError(f"hours must be > 0 and at most {MAX_HOURS:g}, got {self.hours}")
         if self.users is not None and self.users < 1:
             raise ValueError(f"users must be >= 1, got {self.users}")
         for name in (

@@ -7,8 +7,11 @@ one-line reason (`lk: error: ...`).
 from __future__ import annotations
 
 import dataclasses
+import math
+import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -29,7 +32,31 @@ from lk import (
 from lk.errors import fail, guarded
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class OneLineErrors(click.Group):
+    """Every failure of `lk` ends in one line, `lk: error: <reason>`: bad arguments too (exit
+    code 2, as click gives them), not click's usage block."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            result = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # `lk stack`: the group's help
+            click.echo(exc.format_message(), err=True)
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            where = f" (see {exc.ctx.command_path} -h)" if exc.ctx is not None else ""
+            click.echo(f"lk: error: {exc.format_message()}{where}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("lk: error: interrupted", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """Lambda vs Kappa on Kafka, Spark, MinIO and Postgres: run, compare, reprocess."""
@@ -95,7 +122,7 @@ def produce(settings: Settings, file: Path, topic: str | None) -> None:
 )
 @click.option(
     "--hours",
-    type=click.FloatRange(min=0.1),
+    type=click.FloatRange(min=0.1, max=workload.MAX_HOURS),
     default=None,
     help="Event-time span of the workload (default: the generator's).",
 )
@@ -104,17 +131,55 @@ def generate(
     seed: int, events: int, out: Path, profiles_out: Path | None, hours: float | None
 ) -> None:
     """Write a deterministic, realistic workload (events and profile changes) as JSONL."""
-
-    spec = workload.WorkloadSpec(
-        seed=seed, events=events, watermark_delay_ms=get_settings().watermark_delay_ms
-    )
-    if hours is not None:
-        spec = dataclasses.replace(spec, hours=hours)
+    if hours is not None and not math.isfinite(hours):  # FloatRange lets nan through
+        fail(f"--hours must be a number of hours, got {hours}")
+    try:
+        spec = workload.WorkloadSpec(
+            seed=seed, events=events, watermark_delay_ms=get_settings().watermark_delay_ms
+        )
+        if hours is not None:
+            spec = dataclasses.replace(spec, hours=hours)
+    except ValueError as exc:
+        fail(str(exc))
     profiles_out = profiles_out or workload.default_profiles_path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    stats = workload.generate(spec, out, profiles_out)
+    _check_room_for(spec, out.parent)
+    with click.progressbar(
+        length=events, label=f"generating {events:,} events", file=sys.stderr
+    ) as bar:
+        stats = workload.generate(
+            spec, out, profiles_out, progress=lambda written: bar.update(written - bar.pos)
+        )
     click.echo(f"wrote {out} and {profiles_out}")
     click.echo(workload.summary(stats))
+
+
+def _check_room_for(spec: workload.WorkloadSpec, folder: Path) -> None:
+    """Refuse, before writing anything, a workload this machine cannot hold or store."""
+    memory, disk = workload.footprint(spec)
+    available = _available_memory()
+    if available is not None and memory > available:
+        fail(
+            f"--events {spec.events:,} needs about {memory / 2**30:,.1f} GiB of memory to "
+            f"generate; {available / 2**30:,.1f} GiB is available: generate fewer events"
+        )
+    free = shutil.disk_usage(folder).free
+    if disk > free:
+        fail(
+            f"--events {spec.events:,} needs about {disk / 2**30:,.1f} GiB in {folder}; "
+            f"{free / 2**30:,.1f} GiB is free: generate fewer events, or write elsewhere"
+        )
+
+
+def _available_memory() -> int | None:
+    """MemAvailable of /proc/meminfo, in bytes (None where there is no such file)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 cli.add_command(serve_command.serve)

@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from starlette.concurrency import run_in_threadpool
 
 from core.settings import Settings, get_settings
@@ -36,10 +36,20 @@ log = logging.getLogger(__name__)
 POOL_STATS_INTERVAL_S = 1.0  # how often a worker publishes its pool's gauges
 
 
+def unavailable_reason(exc: Exception) -> str:
+    """Why the store did not answer, for the client: what happened, never where the store is
+    (a driver's message names its host and port; the log keeps it for operators)."""
+    if isinstance(exc, PoolTimeout):
+        return "no store connection became free in time"
+    if isinstance(exc, psycopg.errors.QueryCanceled):
+        return "a read took longer than the statement timeout"
+    return "the connection to the store failed"
+
+
 async def _store_unavailable(request: Request, exc: Exception) -> JSONResponse:
-    reason = " ".join(str(exc).split()) or type(exc).__name__
+    log.warning("store unavailable for %s: %s", request.url.path, " ".join(str(exc).split()))
     return JSONResponse(
-        {"detail": f"the serving store is unavailable: {reason}"},
+        {"detail": f"the serving store is unavailable: {unavailable_reason(exc)}"},
         status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
     )
 

@@ -87,7 +87,8 @@ def reader_pool(settings: Settings, name: str = "lk-readers") -> AsyncConnection
 
     # A reader's statements take milliseconds: JIT compiling one of a large view would take
     # hundreds. A short connect timeout: a store that is down answers 503 sooner.
-    kwargs = connection_kwargs(settings) | {"connect_timeout": 3, "options": "-c jit=off"}
+    options = f"-c jit=off -c statement_timeout={settings.serve_statement_timeout_ms}"
+    kwargs = connection_kwargs(settings) | {"connect_timeout": 3, "options": options}
     return AsyncConnectionPool(
         kwargs=kwargs,
         min_size=settings.serve_pool_min_size,

@@ -99,3 +99,37 @@ def test_produce_to_a_stopped_broker_fails_with_one_line(tmp_path: Path) -> None
     result = run_lk("produce", "--file", str(events), env=env, timeout=200)
     assert result.returncode != 0
     assert result.stderr.strip().startswith("lk: error:")
+
+
+def test_a_line_over_the_message_size_is_refused_by_number_and_the_rest_delivered(
+    stack: Settings, stack_env: dict[str, str], tmp_path: Path
+) -> None:
+    def event(n: int, received_ts: int) -> str:
+        return json.dumps(
+            {
+                "event_id": f"e{n}",
+                "type": "page_view",
+                "user_id": "u1",
+                "device_ts": 1,
+                "sent_ts": 2,
+                "received_ts": received_ts,
+                "page": "/home",
+            }
+        )
+
+    oversized = json.dumps({"event_id": "big", "page": "x" * 2_000_000})  # over 1 MB
+    beyond_64_bits = event(3, 2**70)  # a timestamp no record carries: sent, quarantined later
+    lines = [event(1, 1_000), oversized, beyond_64_bits, event(4, 2_000)]
+    source = tmp_path / "events.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    topic = fresh_topic(stack, "events-big")
+
+    result = run_lk("produce", "--file", str(source), "--topic", topic, env=stack_env)
+
+    assert result.returncode == 1
+    assert result.stderr.startswith("lk: error: 1 line of ")
+    assert "(line 2)" in result.stderr
+    assert "the other 3 records were delivered" in result.stderr
+    assert "Traceback" not in result.stderr
+    delivered = sorted((r.value or b"").decode() for r in read_topic(stack, topic))
+    assert delivered == sorted([lines[0], lines[2], lines[3]])

@@ -1132,3 +1132,13 @@ def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
         for family in text_string_to_metric_families(text)
         for sample in family.samples
     }
+
+
+def test_a_503_does_not_tell_where_the_store_is(stack: Settings) -> None:
+    port = _free_port()
+    nowhere = stack.model_copy(update={"postgres_port": port})
+    response = TestClient(create_app(nowhere)).get("/v1/views/page_views")
+    assert response.status_code == 503
+    detail = response.json()["detail"]
+    assert detail.startswith("the serving store is unavailable: ")
+    assert str(port) not in detail and (nowhere.postgres_host or nowhere.host) not in detail

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from core.kafka_io import _record_for
 
 
@@ -24,3 +27,23 @@ def test_a_lone_surrogate_in_user_id_still_gives_a_key() -> None:
 def test_a_tombstone_has_no_value() -> None:
     line = b'{"user_id":"u-2","tombstone":true,"updated_ts":9}'
     assert _record_for(line, "updated_ts") == (b"u-2", None, 9, True)
+
+
+def test_a_timestamp_no_record_can_carry_goes_without_one() -> None:
+    for ts in (2**63, 2**70, -1):
+        line = b'{"user_id":"u-3","received_ts":%d}' % ts
+        assert _record_for(line, "received_ts") == (b"u-3", line, 0, True)
+    top = b'{"user_id":"u-3","received_ts":%d}' % (2**63 - 1)
+    assert _record_for(top, "received_ts")[2] == 2**63 - 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.binary(max_size=300)
+    | st.from_regex(rb'\{"user_id": ?"[^"]{0,5}", ?"received_ts": ?-?\d{1,30}\}')
+)
+def test_any_line_gives_a_record_that_kafka_can_take(line: bytes) -> None:
+    key, value, timestamp, _ = _record_for(line, "received_ts")
+    assert 0 <= timestamp <= 2**63 - 1
+    assert value is None or isinstance(value, bytes)
+    assert key is None or isinstance(key, bytes)

@@ -84,8 +84,10 @@ def corrupt(df: DataFrame, event_id: str, column: str, value: Column) -> DataFra
     )
 
 
-def persistent_rdds(spark: SparkSession) -> int:
-    return int(spark.sparkContext._jsc.getPersistentRDDs().size())  # type: ignore[union-attr]
+def persistent_rdds(spark: SparkSession) -> set[int]:
+    """The ids of the RDDs Spark holds persisted now."""
+    ids = spark.sparkContext._jsc.getPersistentRDDs().keySet()  # type: ignore[union-attr]
+    return {int(i) for i in ids.toArray()}
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +136,10 @@ def test_raw_events_flag_an_event_time_far_before_its_arrival_and_uncache(
     df = raw_events(spark, [*LINES, stale])
     before = persistent_rdds(spark)
     result = validate("raw_events", df, settings=dq_settings, layer="lambda-batch", run_name="r2")
-    assert persistent_rdds(spark) == before  # what validate cached, it released
+    # What validate cached, it released: no RDD is persisted that was not before. (Not "the
+    # same set": unpersisting a plan makes Spark rebuild, lazily, a cached plan of an earlier
+    # test that contains it, so some of those may be gone.)
+    assert persistent_rdds(spark) - before == set()
     assert not result.success
     assert result.failures == (
         "event_ts is at most 7 days before received_ts and at most 5 minutes after it: "

@@ -1,0 +1,62 @@
+"""Bad arguments to `lk` end in one line, `lk: error: <reason>`, and a non-zero exit: never a
+traceback, never a file half written (fuzzed with hypothesis; no services needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lk.cli import cli
+
+NUMBERISH = st.sampled_from(
+    ["inf", "-inf", "nan", "1e30", "-1", "0", "0.05", "99999999999999999999", "", "x", "1_0", "3"]
+)
+ARGUMENT = NUMBERISH | st.text(max_size=12) | st.integers(-(2**70), 2**70).map(str)
+
+
+def _one_line_failure(result) -> None:  # type: ignore[no-untyped-def]
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output + result.stderr
+    if result.exit_code != 0:
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert lines, "a failure says why"
+        assert lines[-1].startswith("lk: error: "), result.stderr
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(seed=ARGUMENT, events=ARGUMENT, hours=ARGUMENT)
+def test_generate_refuses_bad_sizes_in_one_line(
+    tmp_path: Path, seed: str, events: str, hours: str
+) -> None:
+    out = tmp_path / "fuzz.jsonl"
+    args = ["generate", "--seed", seed, "--events", events, "--hours", hours, "--out", str(out)]
+    result = CliRunner().invoke(cli, args)
+    _one_line_failure(result)
+    if result.exit_code == 0:
+        assert out.is_file()
+
+
+def test_a_workload_larger_than_memory_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "huge.jsonl"
+    result = CliRunner().invoke(
+        cli, ["generate", "--seed", "1", "--events", "99999999999999999999", "--out", str(out)]
+    )
+    assert result.exit_code == 1
+    assert result.stderr.startswith("lk: error: --events 99,999,999,999,999,999,999 needs about")
+    assert not out.exists()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(ARGUMENT | st.sampled_from(["--architecture", "--port", "--cutoff", "-x"]), max_size=4)
+)
+def test_any_arguments_to_any_command_end_in_one_line(words: list[str]) -> None:
+    for command in (["drain"], ["batch"], ["serve"], ["reprocess"], ["step"], ["nosuch"], []):
+        _one_line_failure(CliRunner().invoke(cli, [*command, "--bogus", *words]))
