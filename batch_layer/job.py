@@ -15,7 +15,6 @@ one call.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
 from batch_layer import inputs
@@ -46,14 +45,14 @@ class BatchResult:
     """Invalid records in the master dataset snapshot the version read."""
 
 
-def _utc(ms: int) -> datetime:
-    return to_timestamp(ms)
+def _nothing_archived(master: MasterDataset) -> BatchError:
+    return BatchError(f"the master dataset is empty ({master.events}): archive the log first")
 
 
 def read_master_events(spark: SparkSession, master: MasterDataset) -> DataFrame:
     """The master dataset's raw event records (valid or not, unparsed)."""
     if not require_raw(spark, master.events):
-        raise BatchError(f"the master dataset is empty ({master.events}): archive the log first")
+        raise _nothing_archived(master)
     return spark.read.format("delta").load(master.events)
 
 
@@ -191,6 +190,16 @@ def open_input(
     return BatchInput(snapshot, added, inputs.read_at(spark, master.events, snapshot))
 
 
+def require_input(
+    spark: SparkSession, settings: Settings, snapshot: int | None = None
+) -> BatchInput:
+    """`open_input`, or `BatchError` when nothing is archived yet."""
+    found = open_input(spark, settings, snapshot)
+    if found is None:
+        raise _nothing_archived(MasterDataset.from_settings(settings))
+    return found
+
+
 @dataclass(frozen=True)
 class ParseStats:
     quarantined: int
@@ -243,7 +252,7 @@ def batch_views(
     window_input = events.where(F.col("event_ts") < cutoff_ms + CLICK_WINDOW_MS)
     session_input = events.where(F.col("event_ts") < cutoff_ms)
     views = compute_all(window_input, profiles)
-    cutoff = F.lit(_utc(cutoff_ms))
+    cutoff = F.lit(to_timestamp(cutoff_ms))
     result = {}
     for name, frame in views.items():
         if VIEWS[name].window_ms is None:

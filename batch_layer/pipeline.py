@@ -5,7 +5,8 @@
     validate_raw(spark, settings, run, batch_input=pinned)      # gate: what the batch adds
     version = compute_views(spark, settings, snapshot=pinned.snapshot)  # new, `building`
     validate_views(spark, settings, version, run)       # gate: its views (else `failed`)
-    publish(spark, settings, version)                   # `ready`, then the hand-off
+    lk.pipelines.publish_batch(spark, settings, version)  # `ready`, then the speed layer's
+                                                          # hand-off (two layers: lk joins them)
 
 A gate raises ``quality.QualityGateError`` and nothing after it runs, so a failing suite
 leaves the published version serving: readers only ever see a version that passed both gates.
@@ -21,7 +22,8 @@ shared parsing (`core.ingestion`) as they read them, at one pinned snapshot
 Every step is idempotent and safe to retry: the archiver appends each micro-batch once;
 a gate only reads (and re-records its result); a retried `compute_views` writes a new version
 (a version left `building` by a crash is never published, and its rows are dropped at the next
-hand-off); `publish` does nothing for a version already published or superseded.
+hand-off); `mark_ready` (and so `publish_batch`) does nothing for a version already published
+or superseded.
 """
 
 from __future__ import annotations
@@ -29,10 +31,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
-from batch_layer import (
-    archiver,
-    inputs,
-)
+from batch_layer import archiver, inputs
 from batch_layer.cutoff import choose_cutoff
 from batch_layer.errors import BatchError
 from batch_layer.inputs import Partition
@@ -48,6 +47,7 @@ from batch_layer.job import (
     parse_stats,
     read_master_events,
     read_master_profiles,
+    require_input,
     write_version,
 )
 from core.master_dataset import MasterDataset, require_raw
@@ -55,7 +55,7 @@ from core.settings import Settings
 from core.store import batch_inputs, versions
 from core.store import quality_results as records
 from core.store.connection import connect
-from core.times import to_ms, to_timestamp
+from core.times import to_timestamp
 from core.views.logic_versions import logic_filter
 from quality import QualityGateError, layers, validate
 from quality.checks import gate_batch_version, raise_on_failure
@@ -71,7 +71,6 @@ if TYPE_CHECKING:
 def close_archive(spark: SparkSession, settings: Settings) -> list[Partition]:
     """Archive the log to its current end; returns the partitions that received data since the
     published batch's snapshot (all of them before the first), sorted."""
-
     archiver.drain(spark, settings)
     return new_partitions(spark, settings)
 
@@ -126,7 +125,6 @@ def validate_raw(
     (default: the latest snapshot) archived since the published batch's snapshot, or every
     record of ``partitions``; raises ``QualityGateError`` on failure. Nothing new to check
     passes, with 0 expectations."""
-
     frame = None
     if partitions is not None:
         if partitions:
@@ -164,13 +162,6 @@ def published_version(settings: Settings) -> versions.Version | None:
         return versions.current(conn, LAMBDA)
 
 
-def cutoff_floor(published: versions.Version | None) -> int | None:
-    """The earliest cutoff a new batch may have: the published one. The speed layer dropped
-    the events before it at the hand-off, so an earlier cutoff would leave the windows in
-    between to nobody."""
-    return None if published is None or published.cutoff is None else to_ms(published.cutoff)
-
-
 def compute(
     spark: SparkSession,
     settings: Settings,
@@ -188,12 +179,9 @@ def compute(
     The recompute is the input's last reader: it releases the parse once the deduplicated
     history is cached.
     """
-
     master = MasterDataset.from_settings(settings)
     if batch_input is None:
-        batch_input = open_input(spark, settings)
-    if batch_input is None:
-        raise BatchError(f"the master dataset is empty ({master.events}): archive the log first")
+        batch_input = require_input(spark, settings)
     history = None
     try:
         # The parse (the expensive part), cached: read by the counts and the deduplication,
@@ -203,7 +191,7 @@ def compute(
         published = published_version(settings)
         cutoff_ms = choose_cutoff(
             cutoff_ms,
-            cutoff_floor(published),
+            None if published is None else published.cutoff_ms,
             stats.max_event_ts,
             settings.watermark_delay_ms,
             drain=drain,
@@ -250,7 +238,7 @@ def compute_views(
     """Write a new batch version (status `building`, not visible); returns its number.
     ``snapshot``: the master events' Delta version to read, the one the raw gate checked
     (default: the latest)."""
-    batch_input = None if snapshot is None else open_input(spark, settings, snapshot)
+    batch_input = None if snapshot is None else require_input(spark, settings, snapshot)
     result = compute(
         spark, settings, cutoff_ms, logic_version, until_ms=until_ms, batch_input=batch_input
     )
@@ -265,7 +253,6 @@ def validate_views(
 ) -> list[QualityResult]:
     """Gate ``batch_views.<view>`` on every view of ``version``. On failure the version is
     marked `failed` (it can never be published) and ``QualityGateError`` is raised."""
-
     del spark  # the rows are read back from the serving store, as readers would get them
     try:
         return gate_batch_version(settings, version, run_name)
@@ -310,12 +297,8 @@ def run_batch(
     A failing gate raises `BatchError` (with the suite's one-line reasons): nothing is marked
     ready, and the published version keeps serving.
     """
-
     run = run_name or f"batch-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
-    batch_input = open_input(spark, settings)
-    if batch_input is None:
-        master = MasterDataset.from_settings(settings)
-        raise BatchError(f"the master dataset is empty ({master.events}): archive the log first")
+    batch_input = require_input(spark, settings)
     try:
         # One snapshot and one parse for both readers: the gate checks exactly what the
         # recompute then reads, and the raw records are parsed once (cached), not by each.

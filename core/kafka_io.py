@@ -320,7 +320,6 @@ def log_event_values(settings: Settings) -> list[bytes | None]:
 def log_profile_changes(settings: Settings) -> list[ProfileChange]:
     """Every profile version and tombstone the `profiles` topic still holds (compaction may
     have dropped older ones; the master dataset keeps them)."""
-
     return [
         profile_from_record(r.key or b"", r.value, r.timestamp_ms)
         for r in read_topic(settings, settings.profiles_topic)

@@ -122,7 +122,6 @@ def ensure_buckets(settings: Settings) -> list[str]:
 
 
 def ensure_store(settings: Settings) -> list[str]:
-
     ensure_schema(settings)
     return ["serving store tables ready"]
 
@@ -133,7 +132,6 @@ def provision_all(settings: Settings) -> list[str]:
 
 def missing(settings: Settings) -> list[str]:
     """What `provision_all` would still have to create (empty: ready). Creates nothing."""
-
     absent = []
     topics = set(_admin(settings).list_topics(timeout=10).topics)
     absent += [f"topic {t.name}" for t in topic_specs(settings) if t.name not in topics]

@@ -72,9 +72,8 @@ from core.settings import Settings
 from core.times import DAY_MS, HOUR_MS, MINUTE_MS, iso
 
 DEFAULT_START_MS: Final = 1_793_520_000_000  # 2026-11-01T08:00:00Z
-DEFAULT_WATERMARK_DELAY_MS: Final = Settings.model_fields["watermark_delay_minutes"].default * (
-    MINUTE_MS
-)
+_DEFAULT_DELAY_MINUTES: Final[int] = Settings.model_fields["watermark_delay_minutes"].default
+DEFAULT_WATERMARK_DELAY_MS: Final = _DEFAULT_DELAY_MINUTES * MINUTE_MS
 """The settings' default, for a workload generated without settings (tests, benchmarks)."""
 
 SEGMENTS: Final = ("free", "trial", "pro", "enterprise")

@@ -137,7 +137,9 @@ class Reprocess:
         # availableNow reads up to the log end at its start; the progress says exactly where.
         consumed = {**before, **run.consumed}
         after = log_end(self.settings)
-        lag = {tp: n for tp, end in sorted(after.items()) if (n := max(0, end - consumed[tp]))}
+        lag = {
+            tp: n for tp, end in sorted(after.items()) if (n := max(0, end - consumed.get(tp, 0)))
+        }
         gap = self._watermark_gap(version)
         return ReplayRound(
             version.version, run.micro_batches, lag, gap, caught_up(self.settings, lag, gap)

@@ -80,7 +80,6 @@ cli.add_command(cluster_commands.cluster)
 @guarded
 def produce(settings: Settings, file: Path, topic: str | None) -> None:
     """Append each line of a JSONL file to a topic, keyed by user_id."""
-
     if not file.is_file():
         fail(f"no such file: {file}")
     topic = topic or settings.events_topic

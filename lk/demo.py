@@ -62,7 +62,6 @@ def demo(
     settings: Settings, seed: int, events: int, out_dir: Path, kappa_micro_batches: int
 ) -> None:
     """Run the main job on one generated workload and report what happened."""
-
     started = time.monotonic()
     click.echo("== 1/6 local stack")
     local_stack.up(settings, progress=lambda line: click.echo(f"  {line}"))
@@ -141,7 +140,6 @@ def side_by_side(settings: Settings, kappa_late_ids: set[str]) -> None:
     Kappa's stream path drops events behind its watermark, which Lambda's batch recovers: the
     second Kappa column is its distance from the oracle computed without those events, so a
     reader sees that the whole difference is the late data."""
-
     values, profiles = log_event_values(settings), log_profile_changes(settings)
     oracle = compute_views(values, profiles)
     on_time = compute_views(values, profiles, keep=lambda e: e.event_id not in kappa_late_ids)

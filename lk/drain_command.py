@@ -41,7 +41,6 @@ def drain(settings: Settings, architecture: str | None) -> None:
 
 
 def _drain_lambda(settings: Settings) -> None:
-
     started = time.monotonic()
     click.echo("lambda: starting Spark ...")
     spark = build_spark_session(settings, "lk-drain-lambda")

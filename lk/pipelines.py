@@ -40,12 +40,10 @@ def drain_lambda(spark: SparkSession, settings: Settings, echo: Echo) -> None:
         # its last valid event): the master dataset holds raw records, parsed once per run.
         try:
             result = run_batch(spark, settings, drain=True)
-        except BatchError as exc:
-            if isinstance(exc, NoValidEventError):
-                raise PipelineError(
-                    "the log holds no valid event yet: `lk produce` some first"
-                ) from exc
-            raise
+        except NoValidEventError as exc:
+            raise PipelineError(
+                "the log holds no valid event yet: `lk produce` some first"
+            ) from exc
         counts = ", ".join(f"{k} {v:,}" for k, v in result.row_counts.items())
         step(
             f"batch views v{result.version} up to {iso(result.cutoff_ms)}: {counts}; "

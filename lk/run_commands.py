@@ -45,7 +45,6 @@ def stream_architecture(settings: Settings, given: str | None) -> str:
 @guarded
 def init(settings: Settings, check: bool) -> None:
     """Create the topics, buckets and serving-store tables (idempotent)."""
-
     if check:
         try:
             absent = missing(settings)
@@ -130,7 +129,6 @@ def stream(
 
     SIGTERM or Ctrl-C stops after the micro-batch in flight; the checkpoint and the store's
     progress make the next start resume where this one committed."""
-
     chosen = stream_architecture(settings, architecture)
     spark = build_spark_session(settings, f"lk-stream-{chosen}")
     try:

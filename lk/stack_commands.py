@@ -21,7 +21,6 @@ def stack() -> None:
 @guarded
 def up(settings: Settings) -> None:
     """Start every service (fetching and building what is missing) and wait until it answers."""
-
     started = time.monotonic()
     local_stack.up(settings, progress=click.echo)
     click.echo(f"stack up in {time.monotonic() - started:.1f}s (data in {settings.stack_path})")
@@ -32,7 +31,6 @@ def up(settings: Settings) -> None:
 @guarded
 def down(settings: Settings) -> None:
     """Stop the services that `lk stack up` started; their data stays."""
-
     local_stack.down(settings, progress=click.echo)
 
 
@@ -41,7 +39,6 @@ def down(settings: Settings) -> None:
 @guarded
 def status(settings: Settings) -> None:
     """Report each service; exits 1 if any is not answering."""
-
     statuses = local_stack.status(settings)
     for s in statuses:
         state = "up" if s.running else "down"
@@ -59,5 +56,4 @@ def reset(settings: Settings) -> None:
 
     Cached downloads and builds stay, so the next `lk stack up` is fast.
     """
-
     local_stack.reset(settings, progress=click.echo)

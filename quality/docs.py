@@ -70,7 +70,6 @@ class StoredResult:
 
 
 def _load(store: Path, path: Path) -> StoredResult:
-
     data = json.loads(path.read_text())
     meta = data.get("meta", {})
     run = meta.get("run_id") or {}

@@ -22,13 +22,13 @@ from core.catalog import DEFAULT_LOGIC_VERSION, VIEW_NAMES, VIEWS
 from core.events import ProfileChange
 from core.kafka_io import log_event_values, log_profile_changes
 from core.oracle import compute_views, keep_all_of, logic_filter
-from core.settings import Settings
+from core.settings import Architecture, Settings
 from core.spark import build_spark_session
 from core.store import quality_results as records
 from core.store import state as stream_state
 from core.store import versions
 from core.store.connection import connect
-from core.times import parse_iso, to_ms
+from core.times import parse_iso
 from quality.checks import validate_view_frames
 from quality.reconciliation import combine, reconcile
 from quality.result import QualityResult
@@ -90,7 +90,6 @@ class Served:
 
 
 def _served_all(settings: Settings, architecture: str) -> Served | None:
-
     with connect(settings) as conn:
         served = {view: _served(conn, view, architecture) for view in VIEW_NAMES}
         current = versions.current(conn, architecture)
@@ -99,9 +98,9 @@ def _served_all(settings: Settings, architecture: str) -> Served | None:
         return None
     watermark = None if meta.speed_watermark is None else parse_iso(meta.speed_watermark)
     closed = watermark
-    if architecture == "lambda" and current.cutoff is not None:
+    if architecture == Architecture.LAMBDA and current.cutoff_ms is not None:
         # Windows before the cutoff are the batch's, final; after it the speed layer's.
-        closed = max(to_ms(current.cutoff), watermark or 0)
+        closed = max(current.cutoff_ms, watermark or 0)
     return Served(
         architecture=architecture,
         rows={view: rows for view, (rows, _meta) in served.items()},
@@ -139,7 +138,6 @@ def reconciliation_table(
 ) -> pd.DataFrame:
     """Every closed window where Lambda, Kappa and the oracle (from the log's events and the
     master dataset's profile history) disagree, with the cause."""
-
     assert lam.closed_before_ms is not None and kap.closed_before_ms is not None
     closed_before = min(lam.closed_before_ms, kap.closed_before_ms)
     values = log_event_values(settings)

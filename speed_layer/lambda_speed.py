@@ -23,7 +23,6 @@ from core.settings import Architecture, Settings
 from core.store import realtime, sessions, state, versions
 from core.store.connection import connect, stream_lock
 from core.store.streams import LAMBDA_SPEED as STREAM
-from core.times import optional_ms
 from core.views.logic_versions import LogicFilter, logic_filter
 from stream_engine.accepted_log import AcceptedLog
 from stream_engine.engine import StreamEngine, StreamSpec
@@ -37,7 +36,7 @@ LAMBDA = Architecture.LAMBDA
 
 def published_cutoff(conn: psycopg.Connection) -> int | None:
     current = versions.current(conn, LAMBDA)
-    return None if current is None else optional_ms(current.cutoff)
+    return None if current is None else current.cutoff_ms
 
 
 def open_batch_sessions(
@@ -90,7 +89,7 @@ class SpeedLayer:
         current = versions.current(conn, LAMBDA)
         if ready is None or (current is not None and ready.version <= current.version):
             return None
-        cutoff = optional_ms(ready.cutoff)
+        cutoff = ready.cutoff_ms
         with conn.transaction():
             versions.switch_alias(conn, ready)  # seen by the seeds below, committed below
             changes, states = self.engine.recompute_all(conn, cutoff)

@@ -16,6 +16,7 @@ import psycopg
 
 from core.catalog import VIEW_NAMES
 from core.store.schema import batch_table
+from core.times import optional_ms
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,11 @@ class Version:
     status: str
     cutoff: datetime | None
     logic_version: str | None
+
+    @property
+    def cutoff_ms(self) -> int | None:
+        """The batch cutoff in epoch ms (None: a Kappa version, which has none)."""
+        return optional_ms(self.cutoff)
 
 
 def begin_version(
