@@ -190,13 +190,13 @@ class StreamEngine:
         profiles = ingestion.parse_profiles(profile_records.select(*ingestion.KAFKA_COLUMNS))
         if self.spec.accepted_log is not None:  # Lambda: the log a hand-off recomputes from
             log = self.spec.accepted_log
-            # Partitioned by the start (epoch ms) of the event's hour window.
+            # Partitioned by the start (epoch ms) of the event's hour window. The column is named
+            # `event_hour` because existing accepted logs are: Delta refuses an append that
+            # partitions by another column. (The master dataset no longer has a column of that
+            # name: its partitions are the records' `record_date`/`record_hour`.)
             hour_start = (F.floor(F.col("event_ts") / HOUR_MS) * HOUR_MS).cast("long")
             log.append(
-                on_time.withColumn("hour_start_ms", hour_start),
-                log.events,
-                batch_id,
-                ("hour_start_ms",),
+                on_time.withColumn("event_hour", hour_start), log.events, batch_id, ("event_hour",)
             )
             if not profiles.isEmpty():  # most micro-batches carry no profile change
                 log.append(profiles, log.profiles, batch_id)
