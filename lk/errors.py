@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import NoReturn, ParamSpec, TypeVar
 
@@ -24,6 +25,22 @@ class CommandError(click.ClickException):
 
 def fail(reason: str) -> NoReturn:
     raise CommandError(reason)
+
+
+_SPARK_ERROR_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]+)\] ")
+
+
+def spark_reason(exc: BaseException) -> str:
+    """One line for a failed Spark job: its error classes, outermost first (a stream's failure
+    wraps the batch function's, which wraps the cause), and the innermost one's sentence."""
+    text = str(exc)
+    found = list(_SPARK_ERROR_CLASS.finditer(text))
+    if not found:
+        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        return f"Spark failed: {first[:300]}"
+    classes = " > ".join(dict.fromkeys(match[1] for match in found))
+    sentence = text[found[-1].end() :].splitlines()[0]
+    return f"Spark failed ({classes}): {sentence[:300]}"
 
 
 def guarded(command: Callable[P, R]) -> Callable[P, R]:
@@ -52,6 +69,12 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
 
             if isinstance(exc, MasterDatasetError):
                 fail(" ".join(str(exc).split()))
+            raise
+        except Exception as exc:
+            # A Spark job's failure (pyspark's own exception types, not RuntimeError): one line,
+            # not a Python traceback around a query plan. Spark's log above keeps the detail.
+            if type(exc).__module__.startswith("pyspark."):
+                fail(spark_reason(exc))
             raise
 
     return wrapper

@@ -60,3 +60,30 @@ def test_a_workload_larger_than_memory_is_refused_before_anything_is_written(
 def test_any_arguments_to_any_command_end_in_one_line(words: list[str]) -> None:
     for command in (["drain"], ["batch"], ["serve"], ["reprocess"], ["step"], ["nosuch"], []):
         _one_line_failure(CliRunner().invoke(cli, [*command, "--bogus", *words]))
+
+
+def test_a_failed_spark_job_ends_in_one_line_naming_its_cause() -> None:
+    import click
+    from pyspark.errors import PySparkException
+
+    from lk.errors import guarded
+
+    nested = (
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: [FOREACH_BATCH_USER_FUNCTION"
+        "_ERROR] An error occurred in the user provided function.\nTraceback (most recent call "
+        "last):\n  ...\n[DELTA_METADATA_MISMATCH] A metadata mismatch was detected when writing "
+        "to the Delta table.\n== Plan ==\n+- Project [a, b, c]"
+    )
+
+    @click.command()
+    @guarded
+    def failing() -> None:
+        raise PySparkException(nested)
+
+    result = CliRunner().invoke(failing, [])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "lk: error: Spark failed (STREAM_FAILED > FOREACH_BATCH_USER_FUNCTION_ERROR > "
+        "DELTA_METADATA_MISMATCH): A metadata mismatch was detected when writing to the Delta "
+        "table."
+    )
