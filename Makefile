@@ -21,6 +21,10 @@ demo: setup ## The main job: both architectures on one workload, side by side
 test: setup ## All tests: unit, and integration against the real local stack it starts itself
 	$(UV) run pytest $(PYTEST_ARGS)
 
+.PHONY: test-faults
+test-faults: setup ## Faults: each component killed mid-stream, each service stopped; views end exact
+	$(UV) run pytest tests/faults --faults -s $(PYTEST_ARGS)
+
 .PHONY: test-k8s
 test-k8s: setup ## The chart on a real cluster it starts (lk cluster up): architecture both
 	$(UV) run pytest tests/k8s --k8s --k8s-architecture both $(PYTEST_ARGS)

@@ -11,15 +11,32 @@ validate with the shared parsing (see `core.master_dataset`).
 
 The query's checkpoint maps batch ids to offsets, so a rerun after a crash replays the same
 offsets as the same batch id, and Delta skips what that batch already committed: no
-duplicate, no loss.
+duplicate, no loss. The idempotency key carries the checkpoint's identity (its query id), and
+each batch records the offsets it archived in the store (stream `archiver-<topic>`) under that
+identity: a lost or replaced checkpoint is refused with a reason rather than taken for the old
+one (whose batches would look done) or started again from the log's beginning (twice).
+
+One writer at a time: whoever runs the queries holds the archive lease (`ARCHIVE_LEASE`). The
+continuous archiver (`lk archive`, the chart's Deployment) holds it while it runs; `drain` (the
+batch's `close_archive`, `lk drain`) runs the queries only when it gets the lease, and otherwise
+waits until the running archiver's recorded offsets reach the log's end as it was when asked.
+
+Records of `events` that leave the log before they are archived (retention, a recreated topic)
+stop the query with Spark's reason (`failOnDataLoss`); `profiles` is compacted, and its offset
+gaps are by design.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from batch_layer.errors import BatchError
+from core.checkpoints import batch_offsets, behind, checkpoint_id
 from core.delta_io import append_once
+from core.kafka_io import log_end
 from core.master_dataset import (
     PARTITION_COLUMNS,
     RAW_COLUMNS,
@@ -28,12 +45,23 @@ from core.master_dataset import (
     require_raw,
 )
 from core.settings import Settings
+from core.spark import wait_stopped
+from core.store import realtime
+from core.store.connection import connect, lease, lease_alive
+from core.store.streams import ARCHIVE_LEASE, archiver_stream
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 ARCHIVER_APP = "lk-archiver"
+
+LEASE_CHECK_S = 10.0
+"""How often the continuous archiver checks that it still holds the lease."""
+
+
+class ArchiveError(BatchError):
+    """The archive could not be brought up to the log's end."""
 
 
 @dataclass(frozen=True)
@@ -57,13 +85,14 @@ class ArchiverConfig:
 def _kafka_stream(
     spark: SparkSession, settings: Settings, topic: str, config: ArchiverConfig
 ) -> DataFrame:
+    # Compaction of `profiles` leaves offset gaps by design; a gap in `events` is a loss.
+    compacted = topic == settings.profiles_topic
     return (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
-        # Compaction of `profiles` leaves offset gaps by design.
-        .option("failOnDataLoss", "false")
+        .option("failOnDataLoss", "false" if compacted else "true")
         .option("maxOffsetsPerTrigger", config.max_offsets_per_trigger)
         .load()
     )
@@ -85,15 +114,50 @@ def archive_batch(
     append_once(archived_rows(raw), path, app_id, batch_id, PARTITION_COLUMNS, options)
 
 
+class _TopicArchiver:
+    """The micro-batch function of one topic's query: the batch into the master dataset once,
+    then its offsets into the store, both under the checkpoint's identity."""
+
+    def __init__(
+        self, spark: SparkSession, settings: Settings, name: str, path: str, config: ArchiverConfig
+    ) -> None:
+        self.spark, self.settings = spark, settings
+        self.stream, self.path = archiver_stream(name), path
+        self.checkpoint = f"{config.checkpoint_root}/{name}"
+        self.compression = config.compression
+        self._query_id: str | None = None
+        self.failure: Exception | None = None
+
+    def __call__(self, raw: DataFrame, batch_id: int) -> None:
+        try:
+            self._archive(raw, batch_id)
+        except Exception as exc:
+            self.failure = exc  # the reason, rather than Spark's wrapping of a traceback
+            raise
+
+    def _archive(self, raw: DataFrame, batch_id: int) -> None:
+        if self._query_id is None:  # Spark wrote it before the first batch
+            self._query_id = checkpoint_id(self.spark, self.checkpoint)
+        with connect(self.settings) as conn:
+            progress = realtime.claim(realtime.load_progress(conn, self.stream), self._query_id)
+        app_id = f"{ARCHIVER_APP}-{self.stream}-{self._query_id}"
+        archive_batch(raw, self.path, app_id, batch_id, self.compression)
+        progress.offsets |= batch_offsets(self.spark, self.checkpoint, batch_id)
+        with connect(self.settings) as conn:
+            realtime.commit_batch(conn, progress, batch_id, [])
+
+
 def start(
     spark: SparkSession,
     settings: Settings,
     *,
     available_now: bool,
     config: ArchiverConfig | None = None,
-) -> list[StreamingQuery]:
-    """Start both archiving queries; with `available_now`, they stop at the log's current end.
-    A master dataset in an older format stops here (`MasterDatasetError`), before any append."""
+) -> list[tuple[StreamingQuery, _TopicArchiver]]:
+    """Start both archiving queries (each with its micro-batch function); with
+    `available_now`, they stop at the log's current end. A master dataset in an older format
+    stops here (`MasterDatasetError`), before any append. The caller holds the archive lease
+    (`drain` and `follow` do)."""
     config = config or ArchiverConfig.from_settings(settings)
     master = MasterDataset.from_settings(settings)
     jobs = (
@@ -104,29 +168,77 @@ def start(
         require_raw(spark, path)
     queries = []
     for topic, name, path in jobs:
-        app_id = f"{ARCHIVER_APP}-{name}"
+        batch = _TopicArchiver(spark, settings, name, path, config)
         writer = (
             _kafka_stream(spark, settings, topic, config)
             .writeStream.queryName(f"archiver-{name}")
-            .option("checkpointLocation", f"{config.checkpoint_root}/{name}")
-            .foreachBatch(
-                lambda df, batch_id, path=path, app_id=app_id: archive_batch(
-                    df, path, app_id, batch_id, config.compression
-                )
-            )
+            .option("checkpointLocation", batch.checkpoint)
+            .foreachBatch(batch)
         )
         writer = (
             writer.trigger(availableNow=True)
             if available_now
             else writer.trigger(processingTime="5 seconds")
         )
-        queries.append(writer.start())
+        queries.append((writer.start(), batch))
     return queries
 
 
-def drain(spark: SparkSession, settings: Settings) -> None:
-    """Archive everything now in the log, then return."""
-    for query in start(spark, settings, available_now=True):
-        query.awaitTermination()
+def _raise_failed(queries: list[tuple[StreamingQuery, _TopicArchiver]]) -> None:
+    for query, batch in queries:
         if query.exception() is not None:
-            raise RuntimeError(f"{query.name} failed: {query.exception()}")
+            reason = batch.failure if batch.failure is not None else query.exception()
+            raise ArchiveError(f"{query.name} failed: {reason}")
+
+
+def archived(settings: Settings) -> dict[str, int]:
+    """The offsets the archive has recorded, per ``topic/partition`` of both topics."""
+    with connect(settings) as conn:
+        return {
+            **realtime.load_progress(conn, archiver_stream("events")).offsets,
+            **realtime.load_progress(conn, archiver_stream("profiles")).offsets,
+        }
+
+
+def drain(
+    spark: SparkSession, settings: Settings, echo: Callable[[str], None] = lambda _: None
+) -> None:
+    """Archive everything now in the log, then return: with the lease, by running the queries
+    up to the log's end; without it, by waiting for the archiver that holds it to get there."""
+    with lease(settings, ARCHIVE_LEASE, wait=False) as held:
+        if held is not None:
+            queries = start(spark, settings, available_now=True)
+            for query, _ in queries:
+                wait_stopped(query)
+            _raise_failed(queries)
+            return
+    target = log_end(settings)
+    echo("  another archiver holds the archive lease: waiting for it to reach the log's end")
+    deadline = time.monotonic() + settings.archive_wait_s
+    while missing := behind(archived(settings), target):
+        if time.monotonic() > deadline:
+            where = ", ".join(f"{tp} at {ours} of {end}" for tp, (ours, end) in missing.items())
+            raise ArchiveError(
+                f"the running archiver did not reach the log's end within "
+                f"{settings.archive_wait_s} s ({where})"
+            )
+        time.sleep(1.0)
+
+
+def follow(spark: SparkSession, settings: Settings, echo: Callable[[str], None]) -> None:
+    """Archive continuously, as the one holder of the archive lease, until a query stops or the
+    lease is lost (then stop: a second writer may already have it)."""
+    echo("archiver: waiting for the archive lease")
+    with lease(settings, ARCHIVE_LEASE, wait=True) as conn:
+        assert conn is not None
+        queries = start(spark, settings, available_now=False)
+        echo("archiver running; stop with SIGTERM")
+        try:
+            while all(query.isActive for query, _ in queries):
+                wait_stopped(queries[0][0], LEASE_CHECK_S)
+                if not lease_alive(conn):
+                    raise ArchiveError("the archive lease was lost (its store connection broke)")
+            _raise_failed(queries)
+        finally:
+            for query, _ in queries:
+                query.stop()

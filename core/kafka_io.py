@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -273,6 +273,30 @@ def log_end(settings: Settings) -> dict[str, int]:
         for topic in (settings.events_topic, settings.profiles_topic)
         for partition, (_low, high) in end_offsets(settings, topic).items()
     }
+
+
+def lost_records(settings: Settings, topic: str, start: Mapping[str, int]) -> str | None:
+    """Why records of `topic` that a reader standing at `start` (per ``topic/partition``) has
+    not read yet are no longer in the log, or None when they all are.
+
+    Spark's Kafka source cannot tell this for a source that also reads a compacted topic
+    (`profiles`, whose compaction leaves offset gaps by design), so a stream of both topics
+    runs with `failOnDataLoss=false` and asks here instead, for `events`."""
+    for partition, (low, high) in end_offsets(settings, topic).items():
+        at = start.get(f"{topic}/{partition}")
+        if at is None:
+            continue
+        if low > at:
+            return (
+                f"{topic}/{partition}: records {at} to {low - 1} left the log before they were "
+                "read (retention removed them, or the topic was recreated)"
+            )
+        if high < at:
+            return (
+                f"{topic}/{partition}: the log ends at offset {high}, before offset {at} that "
+                "was already read (the topic was recreated)"
+            )
+    return None
 
 
 def read_topic(settings: Settings, topic: str, timeout_s: float = 60.0) -> Iterator[LogRecord]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from core.kafka_io import quiet_client_logger
 from core.settings import Architecture, Settings
-from core.store.connection import connect, ensure_schema
+from core.store.connection import connect, ensure_reader, ensure_schema
 
 
 class ProvisionError(RuntimeError):
@@ -123,7 +123,11 @@ def ensure_buckets(settings: Settings) -> list[str]:
 
 def ensure_store(settings: Settings) -> list[str]:
     ensure_schema(settings)
-    return ["serving store tables ready"]
+    ensure_reader(settings)
+    return [
+        "serving store tables ready",
+        f"serving store reader {settings.serving_postgres_user} ready (read-only)",
+    ]
 
 
 def provision_all(settings: Settings) -> list[str]:

@@ -65,6 +65,12 @@ class Settings(BaseSettings):
     # (`received_ts`): a replayed or generated workload from the past would be deleted on
     # arrival by any finite time limit. -1 keeps it; set a limit for live traffic.
     lambda_events_retention_ms: int = -1
+    # How long `lk drain` (the batch's `close_archive`) waits for a running archiver, which
+    # holds the archive lease, to reach the log's end before it gives up with a reason.
+    archive_wait_s: float = Field(default=600.0, gt=0)
+    # Where `lk stream` and `lk archive` keep one heartbeat file per running query (the
+    # chart's liveness probes read them); unset: none.
+    stream_heartbeat_dir: Path | None = None
 
     # MinIO (S3 API) on loopback; the local defaults are development credentials only.
     minio_port: int = 19000
@@ -82,6 +88,10 @@ class Settings(BaseSettings):
     postgres_user: str = "lk"
     postgres_password: str = "lk"  # noqa: S105 - local development default
     postgres_db: str = "serving"
+    # The serving layer's login: it may read the store and write nothing. `lk init` (and the
+    # local stack) create it with this password; the writers above never hand theirs to it.
+    serving_postgres_user: str = "lk_reader"
+    serving_postgres_password: str = "lk_reader"  # noqa: S105 - local development default
     postgres_bin_dir: Path | None = None
 
     # Spark.

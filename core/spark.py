@@ -8,12 +8,14 @@ builder serves the batch layer, the speed layer, the Kappa job and the tests, lo
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from core.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 
 _S3A = "org.apache.hadoop.fs.s3a"
@@ -78,3 +80,52 @@ def build_spark_session(settings: Settings, app_name: str) -> SparkSession:
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def wait_stopped(query: StreamingQuery, timeout_s: float | None = None) -> bool:
+    """Wait for `query` to stop (at most `timeout_s`); whether it has. A failed query stops
+    too: its failure is for the caller to read (`query.exception()`), not raised here, so that
+    the caller can give the reason its own micro-batch function recorded."""
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        if timeout_s is None:
+            query.awaitTermination()
+            return True
+        return bool(query.awaitTermination(timeout_s))
+    except StreamingQueryException:
+        return True
+
+
+def install_heartbeat(spark: SparkSession, folder: Path | None) -> Any:
+    """With a `folder` (`LK_STREAM_HEARTBEAT_DIR`), keep one file per running streaming query
+    there, touched when it starts, after each micro-batch and while it idles, removed when it
+    stops: a liveness probe tells a hung driver by a stale file, with no Spark UI to ask. Files
+    left by an earlier run of the container are cleared first. Returns the listener."""
+    if folder is None:
+        return None
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.iterdir():
+        stale.unlink(missing_ok=True)
+
+    class Heartbeat(StreamingQueryListener):
+        def _touch(self, query_id: object) -> None:
+            (folder / str(query_id)).touch()
+
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's names
+            self._touch(event.id)
+
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+            self._touch(event.progress.id)
+
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+            self._touch(event.id)
+
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+            (folder / str(event.id)).unlink(missing_ok=True)
+
+    listener = Heartbeat()
+    spark.streams.addListener(listener)
+    return listener

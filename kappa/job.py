@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from core.catalog import DEFAULT_LOGIC_VERSION
 from core.settings import Architecture, Settings
+from core.spark import wait_stopped
 from core.store import state, versions
 from core.store.connection import connect, stream_lock
 from core.store.streams import kappa_stream
@@ -118,9 +119,9 @@ class KappaViews:
         the start of the run)."""
         engine = self.engine(version)
         query = engine.start(available_now=True)
-        query.awaitTermination()
-        if query.exception() is not None:
-            raise KappaError(f"{kappa_stream(version.version)} failed: {query.exception()}")
+        wait_stopped(query)
+        if (failure := engine.failure(query)) is not None:
+            raise KappaError(f"{kappa_stream(version.version)} failed: {failure}")
         return Run(len([o for o in engine.outcomes if not o.skipped]), _consumed(query))
 
     def drain(self) -> versions.Version:
@@ -141,7 +142,8 @@ class KappaViews:
         and run the new version from its own checkpoint."""
         while not stopping.is_set():
             version = self.active()
-            query = self.engine(version).start(available_now=False, trigger_seconds=trigger_seconds)
+            engine = self.engine(version)
+            query = engine.start(available_now=False, trigger_seconds=trigger_seconds)
             stream = kappa_stream(version.version)
             echo(f"kappa: running {stream} (logic version {version.logic_version})")
             moved = False
@@ -151,5 +153,6 @@ class KappaViews:
                     current = versions.current(conn, KAPPA)
                 moved = current is not None and current.version != version.version
             query.stop()
-            if not moved and not stopping.is_set() and query.exception() is not None:
-                raise KappaError(f"{kappa_stream(version.version)} failed: {query.exception()}")
+            failure = engine.failure(query)
+            if not moved and not stopping.is_set() and failure is not None:
+                raise KappaError(f"{kappa_stream(version.version)} failed: {failure}")

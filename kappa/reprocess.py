@@ -8,7 +8,9 @@ serving, replays in rounds until N+1 has caught up (`caught_up`, the one rule th
 DAG's sensor share), checks it, moves the alias in one transaction, and retires N (its job
 stops at its next micro-batch; its rows, state and checkpoint are deleted). Until the switch
 nothing N serves is touched, so a failure at any step leaves N serving; a reprocess killed
-mid-replay resumes the same version from its checkpoint when run again.
+mid-replay resumes the same version from its checkpoint when run again, and one killed between
+the switch and the retirement is retired by the next run. The switch never goes live behind N:
+it compares the offsets both have read while N's job waits (`switch`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from core.catalog import DEFAULT_LOGIC_VERSION, VIEW_NAMES, check_logic_version
+from core.checkpoints import behind
 from core.delta_io import delete_tree
 from core.kafka_io import log_end
 from core.settings import Settings
@@ -200,14 +203,37 @@ class Reprocess:
 
     # 4. switch readers in one transaction; the old job stops at its next micro-batch
     def switch(self, version: versions.Version) -> int | None:
+        """Move the alias to `version`, never behind the version it replaces: holding the live
+        job's stream lock (its micro-batches wait), the new version's offsets must reach the
+        live one's, after one more replay round if they do not yet."""
         with connect(self.settings) as conn, stream_lock(conn, "kappa-versions"):
             live = versions.current(conn, KAPPA)
             target = versions.get(conn, KAPPA, version.version)
             if target is None or target.status not in LIVE_STATUSES:
                 raise ReprocessError(f"version {version.version} is {target and target.status}")
-            with conn.transaction():
-                versions.switch_alias(conn, target)
-        return None if live is None or live.version == version.version else live.version
+            if live is None or live.version == version.version:
+                with conn.transaction():
+                    versions.switch_alias(conn, target)
+                return None
+            with stream_lock(conn, kappa_stream(live.version)):
+                if self._behind(version, live):
+                    self.replay_round(version)  # up to the log's end: past the live job
+                if missing := self._behind(version, live):
+                    where = ", ".join(f"{tp} at {a} of {b}" for tp, (a, b) in missing.items())
+                    raise ReprocessError(
+                        f"{kappa_stream(version.version)} is behind the live "
+                        f"{kappa_stream(live.version)} ({where}): not switched"
+                    )
+                with conn.transaction():
+                    versions.switch_alias(conn, target)
+        return live.version
+
+    def _behind(self, version: versions.Version, live: versions.Version) -> dict:
+        """Where `version` has not read as far as `live`, per ``topic/partition``."""
+        with connect(self.settings) as conn:
+            ours = realtime.load_progress(conn, kappa_stream(version.version)).offsets
+            theirs = realtime.load_progress(conn, kappa_stream(live.version)).offsets
+        return behind(ours, theirs)
 
     # 5. retire what no reader can see any more
     def retire(self, old: int) -> None:
@@ -235,6 +261,9 @@ class Reprocess:
         def lap(step: str) -> None:
             timings[step] = round(time.monotonic() - started - sum(timings.values()), 1)
 
+        for old in left_behind(self.settings):  # a run that stopped after its switch
+            self.echo(f"  retiring {kappa_stream(old)}, left behind by an earlier switch")
+            self.retire(old)
         version = self.start(logic_version)
         self.echo(
             f"kappa: replaying the log into {kappa_stream(version.version)} "

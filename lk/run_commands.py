@@ -17,7 +17,8 @@ import click
 from batch_layer.errors import BatchError
 from core.provision import missing, provision_all
 from core.settings import Architecture, Settings
-from core.spark import build_spark_session
+from core.spark import build_spark_session, install_heartbeat
+from core.store.connection import check_readable
 from core.times import iso, parse_iso
 from lk.errors import fail, guarded
 
@@ -41,10 +42,26 @@ def stream_architecture(settings: Settings, given: str | None) -> str:
     is_flag=True,
     help="Create nothing; exit 0 when everything exists (what pods wait on), else 1.",
 )
+@click.option(
+    "--serving",
+    is_flag=True,
+    help="With --check: only whether the serving layer's read-only login can read the store "
+    "(what the serving pod waits on; it has no other credentials).",
+)
 @click.pass_obj
 @guarded
-def init(settings: Settings, check: bool) -> None:
-    """Create the topics, buckets and serving-store tables (idempotent)."""
+def init(settings: Settings, check: bool, serving: bool) -> None:
+    """Create the topics, buckets and serving-store tables, and the serving layer's read-only
+    login (idempotent)."""
+    if serving and not check:
+        fail("--serving goes with --check")
+    if serving:
+        try:
+            check_readable(settings)
+        except Exception as exc:  # not up, no tables, no grants yet: "not ready", in one line
+            fail(f"not ready: {' '.join(str(exc).split())[:200]}")
+        click.echo("ready")
+        return
     if check:
         try:
             absent = missing(settings)
@@ -68,16 +85,14 @@ def archive(settings: Settings, available_now: bool) -> None:
     from batch_layer import archiver  # deferred: pyspark
 
     spark = build_spark_session(settings, "lk-archiver")
+    install_heartbeat(spark, settings.stream_heartbeat_dir)
     try:
         if available_now:
-            archiver.drain(spark, settings)
-            return
-        queries = archiver.start(spark, settings, available_now=False)
-        click.echo("archiver running; stop with SIGTERM")
-        spark.streams.awaitAnyTermination()
-        for query in queries:
-            if query.exception() is not None:
-                fail(f"{query.name} failed: {query.exception()}")
+            archiver.drain(spark, settings, click.echo)
+        else:
+            archiver.follow(spark, settings, click.echo)
+    except archiver.ArchiveError as exc:
+        fail(" ".join(str(exc).split()))
     finally:
         spark.stop()
 
@@ -131,6 +146,7 @@ def stream(
     progress make the next start resume where this one committed."""
     chosen = stream_architecture(settings, architecture)
     spark = build_spark_session(settings, f"lk-stream-{chosen}")
+    install_heartbeat(spark, settings.stream_heartbeat_dir)
     try:
         if chosen == Architecture.KAPPA:
             _run_kappa(spark, settings, available_now, trigger_seconds)

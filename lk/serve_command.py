@@ -26,7 +26,7 @@ from typing import Any
 import click
 
 from core.settings import Architecture, Settings
-from core.store.connection import ensure_schema
+from core.store.connection import check_readable
 from lk.errors import fail, guarded
 from serving.filters import default_architecture
 
@@ -131,13 +131,17 @@ def serve(
     workers = workers or settings.serve_worker_count
 
     try:
-        ensure_schema(settings)
+        check_readable(settings)  # as the serving layer's read-only login, creating nothing
     except psycopg.OperationalError as exc:
         reason = " ".join(str(exc).split())
         fail(
             f"cannot reach the serving store at {settings.host}:{settings.postgres_port} "
             f"(is the stack up? `lk stack up`): {reason}"
         )
+    except psycopg.errors.UndefinedTable:
+        fail("the serving store has no tables yet: run `lk init`")
+    except psycopg.errors.InsufficientPrivilege:
+        fail(f"{settings.serving_postgres_user} may not read the serving store: run `lk init`")
     _check_port_free(host, port)
     click.echo(
         f"serving {settings.architecture.value} views (default: "

@@ -13,9 +13,11 @@ import binascii
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from core.store.reads import Position, ViewFilters
+from core.times import to_ms
 
 _FORMAT = 1  # bumped if the layout changes: an older cursor is then refused, never misread
 
@@ -48,14 +50,30 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+# A position is a row's sort values as the store returned them: instants a `datetime` holds
+# (epoch milliseconds), and text Postgres can hold (UTF-8, no NUL). Anything else was never
+# issued, and would fail the read (a 500) rather than be refused.
+_MIN_MS = to_ms(datetime.min.replace(tzinfo=UTC))
+_MAX_MS = to_ms(datetime.max.replace(tzinfo=UTC))
+
+
+def _is_sort_value(value: Any, sort_type: type) -> bool:
+    if sort_type is int:
+        return _is_int(value) and _MIN_MS <= value <= _MAX_MS
+    if not isinstance(value, str) or "\x00" in value:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:  # a lone surrogate (`"\ud800"` in the JSON)
+        return False
+    return True
+
+
 def _is_position(value: Any, sort_types: tuple[type, ...]) -> bool:
     return (
         isinstance(value, list)
         and len(value) == len(sort_types)
-        and all(
-            isinstance(v, t) and not isinstance(v, bool)
-            for v, t in zip(value, sort_types, strict=True)
-        )
+        and all(_is_sort_value(v, t) for v, t in zip(value, sort_types, strict=True))
     )
 
 

@@ -24,15 +24,15 @@ import psycopg
 from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
-from starlette.concurrency import run_in_threadpool
 
 from core.settings import Settings, get_settings
-from core.store.connection import ensure_schema, reader_pool
+from core.store.connection import reader_pool
 from serving import metrics as serving_metrics
 from serving.api.routes import health, metrics, quality, views
 
 log = logging.getLogger(__name__)
 
+STARTUP_WAIT_S = 30.0  # how long a starting worker waits for its first store connections
 POOL_STATS_INTERVAL_S = 1.0  # how often a worker publishes its pool's gauges
 
 
@@ -43,6 +43,10 @@ def unavailable_reason(exc: Exception) -> str:
         return "no store connection became free in time"
     if isinstance(exc, psycopg.errors.QueryCanceled):
         return "a read took longer than the statement timeout"
+    if isinstance(exc, psycopg.errors.UndefinedTable):
+        return "its tables are not created yet (`lk init`)"
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return "the serving login may not read its tables (`lk init` grants it)"
     return "the connection to the store failed"
 
 
@@ -67,9 +71,14 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await run_in_threadpool(ensure_schema, settings)
+        # The serving layer only reads, as the store's read-only login: the writers (`lk init`,
+        # the first micro-batch) create the tables. Until the store answers, requests get 503
+        # while the pool keeps trying in the background.
         pool = reader_pool(settings)
-        await pool.open(wait=True, timeout=30)
+        try:
+            await pool.open(wait=True, timeout=STARTUP_WAIT_S)
+        except PoolTimeout:
+            log.warning("the serving store does not answer yet; requests get 503 until it does")
         app.state.pool = pool
         stats = asyncio.create_task(_publish_pool_stats(pool, app.state.metrics))
         try:
@@ -95,6 +104,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(quality.router)
     app.include_router(metrics.router)
     app.add_exception_handler(psycopg.OperationalError, _store_unavailable)
+    app.add_exception_handler(psycopg.errors.UndefinedTable, _store_unavailable)
+    app.add_exception_handler(psycopg.errors.InsufficientPrivilege, _store_unavailable)
     return app
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from core.catalog import SESSION_GAP_MS
 from core.settings import Architecture, Settings
+from core.spark import wait_stopped
 from core.store import realtime, sessions, state, versions
 from core.store.connection import connect, stream_lock
 from core.store.streams import LAMBDA_SPEED as STREAM
@@ -105,7 +106,7 @@ class SpeedLayer:
         """Process everything now in the log, then hand off to a ready batch version."""
         self.handoff()
         query = self.engine.start(available_now=True)
-        query.awaitTermination()
-        if query.exception() is not None:
-            raise RuntimeError(f"speed layer failed: {query.exception()}")
+        wait_stopped(query)
+        if (failure := self.engine.failure(query)) is not None:
+            raise RuntimeError(f"speed layer failed: {failure}")
         self.handoff()

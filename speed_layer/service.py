@@ -44,5 +44,5 @@ def run(
             stopping.wait(poll_s)
     finally:
         query.stop()
-    if query.exception() is not None:
-        raise SpeedLayerError(f"speed layer failed: {query.exception()}")
+    if (failure := speed.engine.failure(query)) is not None:
+        raise SpeedLayerError(f"speed layer failed: {failure}")

@@ -32,12 +32,20 @@ class AcceptedLog:
         return f"{self.root}/profiles"
 
     def append(
-        self, df: DataFrame, path: str, batch_id: int, partition_by: tuple[str, ...] = ()
+        self,
+        df: DataFrame,
+        path: str,
+        batch_id: int,
+        checkpoint_id: str,
+        partition_by: tuple[str, ...] = (),
     ) -> None:
+        """Append a micro-batch once per batch of checkpoint `checkpoint_id` (batch ids count
+        within one checkpoint: a new checkpoint's batch 0 is not the old one's)."""
         from pyspark.sql import functions as F
 
         tagged = df.withColumn("batch_id", F.lit(batch_id).cast("long"))
-        append_once(tagged, path, app_id=path, batch_id=batch_id, partition_by=partition_by)
+        app_id = f"{path}#{checkpoint_id}"
+        append_once(tagged, path, app_id=app_id, batch_id=batch_id, partition_by=partition_by)
 
     def read(self, spark: SparkSession, path: str) -> DataFrame | None:
         """The table's rows, None before its first write."""

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING
 
 from core import ingestion
 from core.catalog import VIEWS
+from core.checkpoints import batch_offsets, checkpoint_id
+from core.kafka_io import lost_records
 from core.settings import Settings
 from core.store import realtime, sessions, state
 from core.store.connection import connect, stream_lock
@@ -43,6 +45,7 @@ from stream_engine.accepted_log import AcceptedLog
 if TYPE_CHECKING:
     import psycopg
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
     from core.views.logic_versions import LogicFilter
 
@@ -74,6 +77,10 @@ class StreamSpec:
 
 class StreamRetiredError(RuntimeError):
     """The stream's output was retired (a newer Kappa version took over): stop this job."""
+
+
+class DataLossError(RuntimeError):
+    """Events the stream had not read left the log: its views would silently miss them."""
 
 
 @dataclass
@@ -108,6 +115,8 @@ class StreamEngine:
         self.settings = settings
         self.spec = spec
         self.outcomes: list[BatchOutcome] = []
+        self._query_id: str | None = None
+        self._failure: Exception | None = None
 
     # -- the query ------------------------------------------------------------------------
 
@@ -117,6 +126,8 @@ class StreamEngine:
             .option("kafka.bootstrap.servers", self.settings.kafka_bootstrap)
             .option("subscribe", f"{self.settings.events_topic},{self.settings.profiles_topic}")
             .option("startingOffsets", "earliest")
+            # Compaction of `profiles` leaves offset gaps by design, which this option would
+            # take for loss; each micro-batch checks `events` itself (`lost_records`).
             .option("failOnDataLoss", "false")
             .option("maxOffsetsPerTrigger", self.spec.max_offsets_per_trigger)
             .load()
@@ -137,11 +148,33 @@ class StreamEngine:
 
     # -- one micro-batch ----------------------------------------------------------------------
 
+    def _checkpoint_id(self) -> str:
+        """The id of the query numbering the batches (Spark wrote it before the first one)."""
+        if self._query_id is None:
+            self._query_id = checkpoint_id(self.spark, self.spec.checkpoint)
+        return self._query_id
+
+    def failure(self, query: StreamingQuery) -> str | None:
+        """Why `query` stopped, None if it did not fail: the micro-batch's own error when it
+        raised one (a sentence, not Spark's wrapping of a Python traceback), else Spark's."""
+        if query.exception() is None:
+            return None
+        return str(self._failure) if self._failure is not None else str(query.exception())
+
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
+        try:
+            self._process_batch(batch, batch_id)
+        except Exception as exc:
+            self._failure = exc
+            raise
+
+    def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
         with connect(self.settings) as conn, stream_lock(conn, self.spec.stream):
             if not self.spec.writable(conn):
                 raise StreamRetiredError(f"{self.spec.stream} is retired; its job stops here")
-            progress = realtime.load_progress(conn, self.spec.stream)
+            progress = realtime.claim(
+                realtime.load_progress(conn, self.spec.stream), self._checkpoint_id()
+            )
             if batch_id <= progress.last_batch_id:
                 # Committed here before a crash, not yet in Spark's commit log: nothing to
                 # write, but the plan must still run to the end so that its deduplication
@@ -149,11 +182,16 @@ class StreamEngine:
                 batch.write.format("noop").mode("overwrite").save()
                 self.outcomes.append(BatchOutcome(batch_id, skipped=True))
                 return
+            lost = lost_records(self.settings, self.settings.events_topic, progress.offsets)
+            if lost is not None:
+                raise DataLossError(f"{self.spec.stream}: {lost}")
+            end = batch_offsets(self.spark, self.spec.checkpoint, batch_id)
             batch = batch.persist()  # the plan holds the parse and the stateful dedup: once
             try:
                 outcome, changes, writes = self._compute(conn, batch, batch_id, progress)
             finally:
                 batch.unpersist()
+            progress.offsets = {**progress.offsets, **end}
             realtime.commit_batch(conn, progress, batch_id, changes, writes)
             self.outcomes.append(outcome)
 
@@ -195,11 +233,11 @@ class StreamEngine:
             # partitions by another column. (The master dataset no longer has a column of that
             # name: its partitions are the records' `record_date`/`record_hour`.)
             hour_start = (F.floor(F.col("event_ts") / HOUR_MS) * HOUR_MS).cast("long")
-            log.append(
-                on_time.withColumn("event_hour", hour_start), log.events, batch_id, ("event_hour",)
-            )
+            query = self._checkpoint_id()
+            events = on_time.withColumn("event_hour", hour_start)
+            log.append(events, log.events, batch_id, query, ("event_hour",))
             if not profiles.isEmpty():  # most micro-batches carry no profile change
-                log.append(profiles, log.profiles, batch_id)
+                log.append(profiles, log.profiles, batch_id, query)
 
         new = _kept(on_time, self.spec.logic_filter(conn)).persist()
         profiles = profiles.persist()

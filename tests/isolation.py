@@ -44,7 +44,7 @@ def isolated_settings(settings: Settings, name: str) -> Settings:
     import psycopg
 
     from core.provision import s3_client
-    from core.store.schema import create_all
+    from core.store.schema import create_all, grant_reader
 
     suffix = uuid.uuid4().hex[:6]
     isolated = settings.model_copy(
@@ -71,6 +71,7 @@ def isolated_settings(settings: Settings, name: str) -> Settings:
         conn.execute(f'create database "{isolated.postgres_db}"')
     with psycopg.connect(isolated.postgres_dsn, autocommit=True) as conn:
         create_all(conn)
+        grant_reader(conn, isolated.serving_postgres_user)
     return isolated
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from core.catalog import VIEWS
 from core.store import state
@@ -28,6 +29,15 @@ class StreamProgress:
     max_event_ts: int | None = None
     late_dropped: int = 0
     quarantined: int = 0
+    checkpoint_id: str | None = None
+    """The id of the checkpoint whose batches these are: batch ids count within one
+    checkpoint, so progress from another one says nothing about this one's batches."""
+    offsets: dict[str, int] = field(default_factory=dict)
+    """The next offset to read per ``topic/partition``, after the last committed batch."""
+
+
+class CheckpointMismatchError(RuntimeError):
+    """A stream's checkpoint is not the one its progress in the store came from."""
 
 
 @dataclass(frozen=True)
@@ -59,15 +69,40 @@ Change = Replacement | Upsert
 
 def load_progress(conn: psycopg.Connection, stream: str) -> StreamProgress:
     row = conn.execute(
-        "select last_batch_id, watermark, max_event_time, late_dropped, quarantined "
-        "from stream_progress where stream = %s",
+        "select last_batch_id, watermark, max_event_time, late_dropped, quarantined, "
+        "checkpoint_id, offsets from stream_progress where stream = %s",
         (stream,),
     ).fetchone()
     if row is None:
         return StreamProgress(stream)
     return StreamProgress(
-        stream, int(row[0]), optional_ms(row[1]), optional_ms(row[2]), int(row[3]), int(row[4])
+        stream,
+        int(row[0]),
+        optional_ms(row[1]),
+        optional_ms(row[2]),
+        int(row[3]),
+        int(row[4]),
+        row[5],
+        {tp: int(offset) for tp, offset in (row[6] or {}).items()},
     )
+
+
+def claim(progress: StreamProgress, checkpoint_id: str) -> StreamProgress:
+    """`progress` for batches numbered by checkpoint `checkpoint_id`.
+
+    Progress recorded under another checkpoint is refused: its batch ids would make the new
+    checkpoint's first batches look done (skipped, lost), and its offsets start again from the
+    log's beginning (counted twice). Progress of no checkpoint yet (a new stream, or a store
+    from before checkpoints were recorded) is adopted."""
+    if progress.checkpoint_id not in (None, checkpoint_id) and progress.last_batch_id >= 0:
+        raise CheckpointMismatchError(
+            f"{progress.stream}: its checkpoint (query {checkpoint_id}) is not the one its "
+            f"progress in the store came from (query {progress.checkpoint_id}, batch "
+            f"{progress.last_batch_id}); the checkpoint was lost or replaced: restore it, or "
+            "reset the stream"
+        )
+    progress.checkpoint_id = checkpoint_id
+    return progress
 
 
 def _upsert(conn: psycopg.Connection, stream: str, change: Upsert) -> None:
@@ -145,24 +180,31 @@ def commit_batch(
             (progress.stream,),
         )
         row = conn.execute(
-            "select last_batch_id from stream_progress where stream = %s for update",
+            "select last_batch_id, checkpoint_id from stream_progress where stream = %s for update",
             (progress.stream,),
         ).fetchone()
-        if row is not None and int(row[0]) >= batch_id:
-            return False
+        if row is not None:
+            if progress.checkpoint_id is not None:  # another writer may have claimed it since
+                stored = StreamProgress(progress.stream, int(row[0]), checkpoint_id=row[1])
+                claim(stored, progress.checkpoint_id)
+            if int(row[0]) >= batch_id:
+                return False
         for change in changes:
             _apply(conn, progress.stream, change)
         if writes is not None:
             state.apply(conn, progress.stream, batch_id, writes)
         conn.execute(
             "update stream_progress set last_batch_id = %s, watermark = %s, max_event_time = %s, "
-            "late_dropped = %s, quarantined = %s, updated_at = now() where stream = %s",
+            "late_dropped = %s, quarantined = %s, checkpoint_id = %s, offsets = %s, "
+            "updated_at = now() where stream = %s",
             (
                 batch_id,
                 optional_timestamp(progress.watermark_ms),
                 optional_timestamp(progress.max_event_ts),
                 progress.late_dropped,
                 progress.quarantined,
+                progress.checkpoint_id,
+                Jsonb(progress.offsets),
                 progress.stream,
             ),
         )

@@ -90,6 +90,9 @@ def ddl() -> list[str]:
             late_dropped bigint not null default 0,
             quarantined bigint not null default 0,
             updated_at timestamptz not null default now())""",
+        # Stores created before progress knew its checkpoint and its offsets.
+        "alter table stream_progress add column if not exists checkpoint_id text",
+        "alter table stream_progress add column if not exists offsets jsonb",
     ]
     statements += state.DDL
     statements += batch_inputs.DDL
@@ -119,3 +122,39 @@ def create_all(conn) -> None:  # type: ignore[no-untyped-def]
         conn.execute("select pg_advisory_xact_lock(hashtext('lk-store-schema'))")
         for statement in ddl():
             conn.execute(statement)
+
+
+def grant_reader(conn, reader: str) -> None:  # type: ignore[no-untyped-def]
+    """Let role `reader` (if it exists) read every table of the store, present and future, and
+    write none: the serving layer's login. Future tables: those the connecting role creates."""
+    from psycopg import sql
+
+    if conn.execute("select 1 from pg_roles where rolname = %s", (reader,)).fetchone() is None:
+        return
+    role = sql.Identifier(reader)
+    with conn.transaction():
+        conn.execute("select pg_advisory_xact_lock(hashtext('lk-store-schema'))")
+        conn.execute(sql.SQL("grant usage on schema public to {}").format(role))
+        conn.execute(sql.SQL("grant select on all tables in schema public to {}").format(role))
+        conn.execute(
+            sql.SQL(
+                "alter default privileges in schema public grant select on tables to {}"
+            ).format(role)
+        )
+
+
+def create_reader(conn, reader: str, password: str) -> None:  # type: ignore[no-untyped-def]
+    """Create (or give a new password to) the login role `reader`, which may read the store
+    and nothing else (no superuser, no role or database creation), then grant it its reads."""
+    from psycopg import errors, sql
+
+    role, secret = sql.Identifier(reader), sql.Literal(password)
+    try:
+        conn.execute(
+            sql.SQL(
+                "create role {} login password {} nosuperuser nocreatedb nocreaterole noinherit"
+            ).format(role, secret)
+        )
+    except errors.DuplicateObject:  # it exists, or a process starting beside us just made it
+        conn.execute(sql.SQL("alter role {} login password {}").format(role, secret))
+    grant_reader(conn, reader)

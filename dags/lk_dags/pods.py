@@ -47,10 +47,11 @@ _NOT_INHERITED: Final = frozenset(
         "k8s_spark_conf_configmap",
     }
 )
-# Setting -> key of the chart's credentials Secret (charts/lambda-kappa credentials-secret).
+# Setting -> key of the chart's credentials Secret (charts/lambda-kappa credentials-secret). The
+# step pods are Airflow's work: they get Airflow's own MinIO user (`lk.minio.access`), not root.
 SECRET_KEYS: Final = {
-    "LK_MINIO_ACCESS_KEY": "minio-root-user",
-    "LK_MINIO_SECRET_KEY": "minio-root-password",
+    "LK_MINIO_ACCESS_KEY": "minio-airflow-user",
+    "LK_MINIO_SECRET_KEY": "minio-airflow-password",
     "LK_POSTGRES_PASSWORD": "postgres-password",
 }
 

@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 from core.settings import Settings
+from core.store.connection import ensure_reader
 from infra.stack.process import StackError
 from infra.stack.service import Service
 
@@ -150,3 +151,5 @@ class Postgres(Service):
                 conn.execute(
                     sql.SQL("create database {}").format(sql.Identifier(self.settings.postgres_db))
                 )
+        # The serving layer's read-only login, with the store's tables it may read.
+        ensure_reader(self.settings)

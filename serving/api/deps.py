@@ -11,7 +11,7 @@ from fastapi import Depends, Request
 from psycopg_pool import AsyncConnectionPool
 
 from core.settings import Settings
-from core.store.connection import connect
+from core.store.connection import connect_reader
 from serving.metrics import ServingMetrics
 
 
@@ -57,8 +57,8 @@ MetricsDep = Annotated[ServingMetrics, Depends(get_metrics)]
 
 
 def get_conn(settings: SettingsDep) -> Iterator[psycopg.Connection]:
-    """An autocommit connection to the serving store for one request, closed after it."""
-    with connect(settings) as conn:
+    """A read-only connection to the serving store, as the serving login, for one request."""
+    with connect_reader(settings) as conn:
         yield conn
 
 

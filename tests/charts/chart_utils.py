@@ -108,9 +108,16 @@ class Rendered:
         ]
 
 
-def _render(values_json: str) -> Rendered:
+def _render(
+    values_json: str, *, name: str = RELEASE, namespace: str = NAMESPACE, upgrade: bool = False
+) -> Rendered:
     values = json.loads(values_json)
-    manifests = _chart().render(values=values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    if upgrade:  # as `helm upgrade` renders revision 2 when `lookup` cannot see the cluster
+        manifests = _chart().render(
+            values=values, name=name, namespace=namespace, revision=2, is_upgrade=True
+        )
+    else:
+        manifests = _chart().render(values=values, name=name, namespace=namespace, is_install=True)
     objects: list[Manifest] = []
     notes = ""
     for path in sorted(manifests):
@@ -135,6 +142,20 @@ def render(values: dict[str, Any] | None = None) -> Rendered:
 def render_fresh(values: dict[str, Any] | None = None) -> Rendered:
     """Render again, bypassing the cache (generated secrets differ between renders)."""
     return _render(json.dumps(values or {}, sort_keys=True))
+
+
+def render_release(
+    values: dict[str, Any] | None = None,
+    *,
+    name: str = RELEASE,
+    namespace: str = NAMESPACE,
+    upgrade: bool = False,
+) -> Rendered:
+    """Render offline as another release, or as an upgrade (`helm template --is-upgrade`, a
+    `--dry-run`, a GitOps render: `lookup` sees nothing), bypassing the cache."""
+    return _render(
+        json.dumps(values or {}, sort_keys=True), name=name, namespace=namespace, upgrade=upgrade
+    )
 
 
 def render_set(name: str) -> Rendered:

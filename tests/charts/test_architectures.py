@@ -8,6 +8,8 @@ import pytest
 
 from tests.charts.chart_utils import (
     CI_DIR,
+    ROOT,
+    VALUE_SETS,
     Rendered,
     containers,
     env_of,
@@ -258,3 +260,25 @@ class TestAirflowSparkBackend:
         env = _env(rendered, "airflow-scheduler")
         assert env["LK_K8S_SERVICE_ACCOUNT"] == account["metadata"]["name"]
         assert "LK_K8S_SPARK_CONF_CONFIGMAP" not in env
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_pods_exec_should_be_granted_only_for_the_xcom_sidecar(value_set: str) -> None:
+    """Issue 15, item 8: exec into pods is the pod launcher's alone, and only with step pods:
+    the operator reads each step's result from its XCom sidecar (do_xcom_push) by exec."""
+    assert "do_xcom_push=True" in (ROOT / "dags" / "lk_dags" / "pods.py").read_text()
+    rendered = render_set(value_set)
+    with_exec = {
+        role["metadata"]["labels"]["app.kubernetes.io/component"]: set(rule["verbs"])
+        for role in rendered.of_kind("Role", "ClusterRole")
+        for rule in role["rules"]
+        if "pods/exec" in rule["resources"] or "*" in rule["resources"]
+    }
+    if rendered.values["airflow"]["sparkBackend"] == "kubernetes":
+        # create: exec over SPDY; get: over WebSocket, the Python client's way.
+        assert with_exec == {"airflow-pod-launcher": {"create", "get"}}
+        (launcher,) = rendered.by_component("Role", "airflow-pod-launcher")
+        reason = launcher["metadata"]["annotations"]["lambda-kappa.io/pods-exec-reason"]
+        assert "XCom sidecar" in reason
+    else:
+        assert with_exec == {}

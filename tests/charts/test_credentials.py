@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import re
 
+import pytest
 import yaml
 
 from tests.charts.chart_utils import (
@@ -13,15 +14,20 @@ from tests.charts.chart_utils import (
     WORKLOAD_KINDS,
     Rendered,
     containers,
+    env_of,
+    pod_spec,
     render,
     render_fresh,
     render_set,
 )
 
+MINIO_USERS = ("airflow", "archiver", "init", "kappa-stream", "speed-layer")
 SECRET_KEYS = {
     "minio-root-user",
     "minio-root-password",
+    *(f"minio-{user}-{part}" for user in MINIO_USERS for part in ("user", "password")),
     "postgres-password",
+    "serving-postgres-password",
     "airflow-db-password",
     "airflow-admin-password",
     "airflow-fernet-key",
@@ -57,8 +63,13 @@ class TestGeneratedSecret:
     def test_should_keep_credentials_across_upgrades_with_lookup(self) -> None:
         template = (CHART_DIR / "templates" / "credentials" / "credentials-secret.yaml").read_text()
         assert 'lookup "v1" "Secret"' in template
-        for key in SECRET_KEYS:
+        for key in SECRET_KEYS - {
+            k for k in SECRET_KEYS if k.startswith("minio-") and "root" not in k
+        }:
             assert f'get $previous "{key}"' in template, key
+        # The MinIO users' keys, one pair per user of lk.minio.users.
+        assert 'get $previous (printf "minio-%s-user" $user)' in template
+        assert 'get $previous (printf "minio-%s-password" $user)' in template
 
 
 def test_values_should_hold_no_credential() -> None:
@@ -111,3 +122,97 @@ def test_credentials_should_reach_pods_only_through_secret_refs() -> None:
                 if SECRET_NAME.search(e["name"]) and "value" in e:
                     # Only references assembled by the kubelet, e.g. $(AIRFLOW_DB_PASSWORD).
                     assert "$(" in e["value"] or e["name"].endswith("_FILE"), e["name"]
+
+
+def _secret_keys_of(container: dict) -> dict[str, str]:
+    """Environment variable -> the credentials Secret's key it is read from."""
+    return {
+        e["name"]: e["valueFrom"]["secretKeyRef"]["key"]
+        for e in container.get("env", [])
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+
+
+def _components_reading(rendered: Rendered, key: str) -> set[str]:
+    """The components whose pods (any container) read `key` of the credentials Secret."""
+    found = set()
+    for obj in rendered.of_kind(*WORKLOAD_KINDS):
+        for c in containers(obj):
+            if key in _secret_keys_of(c).values():
+                found.add(obj["metadata"]["labels"]["app.kubernetes.io/component"])
+    return found
+
+
+@pytest.mark.parametrize("value_set", ["lambda", "kappa", "both", "existing-secret"])
+class TestServingReadsAsAReadOnlyRole:
+    """Issue 15, item 7: `lk serve` reads the store as a role with SELECT only; the owner's
+    password never reaches the serving pods."""
+
+    def test_serving_pod_should_get_the_read_only_role_and_nothing_else(
+        self, value_set: str
+    ) -> None:
+        (serving,) = render_set(value_set).by_component("Deployment", "serving")
+        for c in containers(serving):  # wait-for-init too: it is in the same pod
+            env = env_of(c)
+            assert env["LK_SERVING_POSTGRES_USER"]["value"] == "lk_reader", c["name"]
+            assert _secret_keys_of(c) == {
+                "LK_SERVING_POSTGRES_PASSWORD": "serving-postgres-password"
+            }, c["name"]
+            assert "LK_POSTGRES_PASSWORD" not in env and "LK_POSTGRES_USER" not in env
+            # MinIO's address stays (the Data Docs link), but no key: serving reads Postgres only.
+            assert "LK_MINIO_ACCESS_KEY" not in env and "LK_MINIO_SECRET_KEY" not in env
+
+    def test_serving_should_wait_for_the_store_as_the_read_only_role(self, value_set: str) -> None:
+        (serving,) = render_set(value_set).by_component("Deployment", "serving")
+        (wait,) = pod_spec(serving)["initContainers"]
+        assert "lk init --check --serving;" in wait["command"][-1]
+
+    def test_init_should_create_the_role_as_the_owner(self, value_set: str) -> None:
+        (job,) = render_set(value_set).by_component("Job", "init")
+        (init,) = containers(job)
+        env = env_of(init)
+        assert env["LK_POSTGRES_USER"]["value"] == "lk"
+        assert env["LK_SERVING_POSTGRES_USER"]["value"] == "lk_reader"
+        refs = _secret_keys_of(init)
+        assert refs["LK_POSTGRES_PASSWORD"] == "postgres-password"
+        assert refs["LK_SERVING_POSTGRES_PASSWORD"] == "serving-postgres-password"
+
+    def test_only_the_writers_should_get_the_owner_s_password(self, value_set: str) -> None:
+        rendered = render_set(value_set)
+        writers = {"postgres", "init", "airflow-scheduler"}  # the server, `lk init`, the tasks
+        if value_set != "kappa":
+            writers |= {"archiver", "speed-layer"}
+        if value_set in ("kappa", "both"):  # existing-secret: the default architecture, lambda
+            writers |= {"kappa-stream"}
+        assert _components_reading(rendered, "postgres-password") == writers
+        assert _components_reading(rendered, "serving-postgres-password") == {"init", "serving"}
+
+
+def test_serving_role_name_should_come_from_values() -> None:
+    rendered = render({"serving": {"postgresUser": "api_reader"}})
+    for component, kind in (("serving", "Deployment"), ("init", "Job")):
+        (obj,) = rendered.by_component(kind, component)
+        assert env_of(next(containers(obj)))["LK_SERVING_POSTGRES_USER"]["value"] == "api_reader"
+
+
+def test_helm_test_pod_should_get_no_credential() -> None:
+    (pod,) = render().of_kind("Pod")
+    assert all(not _secret_keys_of(c) for c in containers(pod))
+
+
+@pytest.mark.parametrize("value_set", ["lambda", "kappa", "both", "pod-backend"])
+def test_every_airflow_process_should_get_the_fernet_key(value_set: str) -> None:
+    """Issue 15, item 7: connections and variables are encrypted with the Secret's Fernet key
+    in every Airflow process (init containers and the migration Job included)."""
+    airflow = [
+        o
+        for o in render_set(value_set).of_kind(*WORKLOAD_KINDS)
+        if o["metadata"]["labels"]["app.kubernetes.io/component"].startswith("airflow-")
+    ]
+    assert len(airflow) == 5
+    for obj in airflow:
+        for c in containers(obj):
+            if c.get("command", [None])[0] == "sh":  # the admin-user file, not Airflow
+                continue
+            ref = env_of(c)["AIRFLOW__CORE__FERNET_KEY"]["valueFrom"]["secretKeyRef"]
+            assert ref["key"] == "airflow-fernet-key", (obj["metadata"]["name"], c["name"])

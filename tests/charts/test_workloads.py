@@ -4,7 +4,11 @@ default release fits one kind node of 4 CPUs and 8 GiB."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
@@ -14,8 +18,10 @@ from tests.charts.chart_utils import (
     Manifest,
     Rendered,
     containers,
+    load_values,
     pod_metadata,
     pod_spec,
+    render,
     render_set,
 )
 
@@ -97,14 +103,26 @@ class TestEveryWorkload:
                 if "ports" in c and not reason:
                     assert has_probes, _name(obj, c)
 
-    def test_only_stream_drivers_should_go_without_probes(self, value_set: str) -> None:
+    def test_no_workload_should_go_without_probes(self, value_set: str) -> None:
+        # The stream drivers were the last (issue 15, item 8): they have a heartbeat now.
         rendered = render_set(value_set)
         exempt = {
             o["metadata"]["labels"]["app.kubernetes.io/component"]
             for o in rendered.of_kind("Deployment", "StatefulSet")
             if NO_PROBE_REASON in pod_metadata(o).get("annotations", {})
         }
-        assert exempt <= {"archiver", "speed-layer", "kappa-stream"}
+        assert exempt == set()
+
+    def test_every_container_should_write_only_to_its_volumes(self, value_set: str) -> None:
+        """Issue 15, item 8: a read-only root filesystem everywhere, and an emptyDir /tmp in
+        every container (Spark's local dir, LK_HOME, the JVM's and Python's scratch space)."""
+        for obj in workloads(render_set(value_set)):
+            volumes = {v["name"]: v for v in pod_spec(obj).get("volumes", [])}
+            for c in containers(obj):
+                assert c["securityContext"].get("readOnlyRootFilesystem") is True, _name(obj, c)
+                mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+                assert "/tmp" in mounts, _name(obj, c)
+                assert "emptyDir" in volumes[mounts["/tmp"]], _name(obj, c)
 
     def test_every_container_should_run_as_non_root_without_privileges(
         self, value_set: str
@@ -123,6 +141,7 @@ class TestEveryWorkload:
                 assert "add" not in ctx.get("capabilities", {}), _name(obj, c)
                 assert ctx.get("seccompProfile") == {"type": "RuntimeDefault"}, _name(obj, c)
                 assert ctx.get("privileged") is not True, _name(obj, c)
+                assert ctx.get("readOnlyRootFilesystem") is True, _name(obj, c)
 
     def test_every_image_should_be_pinned_and_pulled_if_not_present(self, value_set: str) -> None:
         for obj in workloads(render_set(value_set)):
@@ -232,3 +251,97 @@ class TestServingDeployment:
         assert annotations["prometheus.io/scrape"] == "true"
         assert annotations["prometheus.io/path"] == "/metrics"
         assert annotations["prometheus.io/port"] == str(main["ports"][0]["containerPort"])
+
+
+@pytest.mark.parametrize("value_set", ["lambda", "kappa", "both", "spark-kubernetes"])
+class TestStreamDriverProbes:
+    """Issue 15, item 8: a hung stream driver is restarted. Each query's heartbeat file (under
+    LK_STREAM_HEARTBEAT_DIR, on the pod's /tmp) is checked with `find`: no Python, no JVM."""
+
+    DRIVERS = ("archiver", "speed-layer", "kappa-stream")
+
+    @staticmethod
+    def _drivers(value_set: str) -> list[Manifest]:
+        rendered = render_set(value_set)
+        found = [
+            o
+            for c in TestStreamDriverProbes.DRIVERS
+            for o in rendered.by_component("Deployment", c)
+        ]
+        assert found
+        return found
+
+    def test_should_restart_a_driver_whose_heartbeat_is_stale(self, value_set: str) -> None:
+        for obj in self._drivers(value_set):
+            main = next(containers(obj, init=False))
+            heartbeat_dir = main["env"][
+                [e["name"] for e in main["env"]].index("LK_STREAM_HEARTBEAT_DIR")
+            ]["value"]
+            assert heartbeat_dir.startswith("/tmp/"), heartbeat_dir  # the emptyDir
+            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                command = main[probe]["exec"]["command"]
+                assert command[:2] == ["sh", "-c"], probe
+                assert '"$LK_STREAM_HEARTBEAT_DIR"' in command[2]
+                assert "-mmin +10" in command[2]  # stream.heartbeatTimeoutMinutes
+            liveness = main["livenessProbe"]
+            # Restarted within two periods of the timeout; the startup probe allows 10 minutes.
+            assert liveness["periodSeconds"] * liveness["failureThreshold"] <= 180
+            startup = main["startupProbe"]
+            assert startup["periodSeconds"] * startup["failureThreshold"] == 600
+
+    def test_timeout_should_come_from_values(self, value_set: str) -> None:
+        rendered = render(
+            load_values(*VALUE_SETS[value_set], stream={"heartbeatTimeoutMinutes": 25})
+        )
+        for c in self.DRIVERS:
+            for obj in rendered.by_component("Deployment", c):
+                command = next(containers(obj, init=False))["livenessProbe"]["exec"]["command"]
+                assert "-mmin +25" in command[2]
+
+
+def test_heartbeat_check_should_pass_only_when_every_heartbeat_is_fresh(tmp_path: Path) -> None:
+    """The probes' own shell command, run here: no heartbeat fails, a fresh one passes, one
+    stale query among fresh ones fails."""
+    (speed,) = render_set("lambda").by_component("Deployment", "speed-layer")
+    command = next(containers(speed, init=False))["livenessProbe"]["exec"]["command"]
+
+    def probe() -> int:
+        env = {"PATH": os.environ["PATH"], "LK_STREAM_HEARTBEAT_DIR": str(tmp_path / "hb")}
+        return subprocess.run(command, env=env, check=False).returncode
+
+    assert probe() != 0  # no folder yet: Spark has not started a query
+    (tmp_path / "hb").mkdir()
+    assert probe() != 0  # no heartbeat yet
+    (tmp_path / "hb" / "events").touch()
+    assert probe() == 0
+    stale = tmp_path / "hb" / "profiles"
+    stale.touch()
+    old = time.time() - 11 * 60
+    os.utime(stale, (old, old))
+    assert probe() != 0  # one hung query is enough
+
+
+@pytest.mark.parametrize("value_set", ["lambda", "kappa", "both"])
+def test_airflow_should_find_its_config_and_write_only_logs_and_tmp(value_set: str) -> None:
+    """Airflow writes a default airflow.cfg into AIRFLOW_HOME when none exists, which a
+    read-only root filesystem refuses: every Airflow container reads the chart's (a ConfigMap)
+    and writes its logs to an emptyDir."""
+    rendered = render_set(value_set)
+    (config,) = rendered.by_component("ConfigMap", "airflow-config")
+    for obj in rendered.of_kind(*WORKLOAD_KINDS):
+        if not obj["metadata"]["labels"]["app.kubernetes.io/component"].startswith("airflow-"):
+            continue
+        volumes = {v["name"]: v for v in pod_spec(obj)["volumes"]}
+        for c in containers(obj):
+            if c.get("command", [None])[0] == "sh":  # the admin-user file, not Airflow
+                continue
+            env = {e["name"]: e.get("value") for e in c["env"]}
+            assert env["AIRFLOW_CONFIG"] == "/opt/airflow/config/airflow.cfg", _name(obj, c)
+            mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+            cfg = mounts["/opt/airflow/config"]
+            assert cfg["readOnly"] is True
+            assert volumes[cfg["name"]]["configMap"]["name"] == config["metadata"]["name"]
+        if obj["kind"] == "Deployment":
+            main = next(containers(obj, init=False))
+            logs = {m["mountPath"]: m["name"] for m in main["volumeMounts"]}["/opt/airflow/logs"]
+            assert "emptyDir" in volumes[logs], _name(obj, main)

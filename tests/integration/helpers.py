@@ -7,11 +7,22 @@ benchmarks share; it is re-exported here for the tests that import it from this 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
+from core import workload
 from core.settings import Settings
 from tests.isolation import fresh_topic_named, isolated_settings, settings_env
 
-__all__ = ["fresh_topic", "fresh_topic_named", "isolated_settings", "settings_env"]
+__all__ = [
+    "fresh_topic",
+    "fresh_topic_named",
+    "isolated_settings",
+    "own_database",
+    "settings_env",
+    "workload_in_parts",
+]
 
 
 def fresh_topic(
@@ -21,3 +32,38 @@ def fresh_topic(
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     fresh_topic_named(settings, name, partitions, config)
     return name
+
+
+def workload_in_parts(
+    folder: Path, seed: int, events: int, parts: int
+) -> tuple[list[Path], Path, Path]:
+    """A generated workload's events cut into `parts` files of consecutive lines (to produce
+    one after another), its profiles, and the whole events file."""
+    all_events, profiles = folder / "events.jsonl", folder / "profiles.jsonl"
+    workload.generate(workload.WorkloadSpec(seed=seed, events=events), all_events, profiles)
+    lines = all_events.read_bytes().splitlines(keepends=True)
+    size = -(-len(lines) // parts)
+    files = []
+    for n in range(parts):
+        part = folder / f"events-{n}.jsonl"
+        part.write_bytes(b"".join(lines[n * size : (n + 1) * size]))
+        files.append(part)
+    return files, profiles, all_events
+
+
+@contextmanager
+def own_database(stack: Settings, prefix: str) -> Iterator[Settings]:
+    """The stack's settings pointing at a serving database of their own, dropped afterwards."""
+    from psycopg import sql
+
+    from core.store.connection import connect
+
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    admin = stack.model_copy(update={"postgres_db": "postgres"})
+    with connect(admin) as conn:
+        conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    try:
+        yield stack.model_copy(update={"postgres_db": name})
+    finally:
+        with connect(admin) as conn:
+            conn.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(name)))

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from core.store.schema import batch_table, create_all, realtime_table
 from core.times import HOUR_MS, MINUTE_MS, iso, parse_iso, to_timestamp
 from serving.main import create_app
 from tests.conftest import ROOT, run_lk
+from tests.integration.helpers import own_database
 
 Row = dict[str, Any]
 
@@ -47,15 +47,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def serving_settings(stack: Settings) -> Iterator[Settings]:
     """The stack's settings, pointing at a database of this module's own."""
-    name = f"lk_serving_test_{uuid.uuid4().hex[:8]}"
-    admin = stack.model_copy(update={"postgres_db": "postgres"})
-    with connect(admin) as conn:
-        conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    try:
-        yield stack.model_copy(update={"postgres_db": name})
-    finally:
-        with connect(admin) as conn:
-            conn.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(name)))
+    with own_database(stack, "lk_serving_test") as settings:
+        yield settings
 
 
 def _store_tables() -> list[str]:

@@ -57,3 +57,42 @@ def test_spark_reads_the_log_from_kafka_with_partitions_and_offsets(spark, stack
     assert all(offsets == list(range(len(offsets))) for offsets in per_partition.values())
     # One key, one partition: the log keeps a user's events in order.
     assert len({(r.key, r.partition) for r in records}) == 5
+
+
+def test_the_heartbeat_follows_each_running_query(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """What the chart's liveness probes read: a file per running query, fresh, gone at its end."""
+    import time
+
+    from core.spark import install_heartbeat
+
+    folder = tmp_path / "heartbeat"
+    folder.mkdir()
+    (folder / "left-by-an-earlier-run").touch()
+    listener = install_heartbeat(spark, folder)
+    try:
+        query = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", 5)
+            .load()
+            .writeStream.format("noop")
+            .trigger(processingTime="1 second")
+            .start()
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not (folder / str(query.id)).exists():
+                assert time.monotonic() < deadline, "no heartbeat in 60 s"
+                time.sleep(0.5)
+            first = (folder / str(query.id)).stat().st_mtime
+            while (folder / str(query.id)).stat().st_mtime <= first:
+                assert time.monotonic() < deadline, "the heartbeat did not move"
+                time.sleep(0.5)
+            assert [p.name for p in folder.iterdir()] == [str(query.id)]
+        finally:
+            query.stop()
+        deadline = time.monotonic() + 30
+        while list(folder.iterdir()):
+            assert time.monotonic() < deadline, "the heartbeat outlived its query"
+            time.sleep(0.5)
+    finally:
+        spark.streams.removeListener(listener)

@@ -92,7 +92,11 @@ def _produce_from_a_pod(kube: Kube, events: Path, profiles: Path) -> None:
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "lk-producer", "labels": {"app.kubernetes.io/part-of": "tests"}},
+        "metadata": {
+            "name": "lk-producer",
+            # The chart's NetworkPolicy admits producers to Kafka by this label.
+            "labels": {"app.kubernetes.io/part-of": "tests", "lambda-kappa.io/producer": "true"},
+        },
         "spec": {
             "restartPolicy": "Never",
             "enableServiceLinks": False,

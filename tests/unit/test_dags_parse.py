@@ -31,9 +31,10 @@ EXPECTED = {
 SPARK_TASKS = {
     "lambda_batch": ["close_archive", "validate_raw", "compute_views", "validate_views", "publish"],
     "lambda_reprocess": ["validate_raw", "compute_views", "validate_views", "publish"],
-    "kappa_reprocess": ["start", "retire"],
+    # The switch: a version found behind the live one replays one more round first.
+    "kappa_reprocess": ["start", "switch", "retire"],
 }
-WORKER_TASKS = {"kappa_reprocess": ["check", "switch"], "data_quality": ["data_docs"]}
+WORKER_TASKS = {"kappa_reprocess": ["check"], "data_quality": ["data_docs"]}
 
 
 @pytest.fixture(scope="module", autouse=True)

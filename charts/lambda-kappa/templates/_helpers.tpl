@@ -81,12 +81,17 @@ seccompProfile:
   type: RuntimeDefault
 {{- end }}
 
-{{/* Container-level security context: repeated per container so each one is non-root alone. */}}
+{{/*
+Container-level security context: repeated per container so each one is non-root alone. The
+root filesystem is read-only: every container writes only to its volumes (an emptyDir /tmp,
+the data volumes, Airflow's logs and auth folders).
+*/}}
 {{- define "lk.containerSecurityContext" -}}
 runAsNonRoot: true
 runAsUser: {{ .image.runAsUser }}
 runAsGroup: {{ .image.runAsGroup }}
 allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
 capabilities:
   drop: ["ALL"]
 seccompProfile:
@@ -116,12 +121,105 @@ seccompProfile:
 {{- end }}
 
 {{/*
+The serving API's read-only role in the serving store: `lk init` (as the owner) creates it and
+grants it SELECT only; `lk serve` connects as it. Also given to the init Job, which creates it.
+*/}}
+{{- define "lk.servingPostgresEnv" -}}
+- name: LK_SERVING_POSTGRES_USER
+  value: {{ .Values.serving.postgresUser | quote }}
+- name: LK_SERVING_POSTGRES_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "lk.credentialsSecret" . }}
+      key: serving-postgres-password
+{{- end }}
+
+{{/*
+MinIO: the buckets (core/settings.py's defaults; `lk init` creates them) and one user per
+component that uses MinIO, each with a policy on its buckets only (minio-users Job). Access
+per bucket, from what the code reads and writes:
+  init:         creates the four buckets (`lk init`)
+  archiver:     the master dataset and the checkpoints (its Spark queries)
+  speed-layer:  the checkpoints and the views bucket (its accepted log, for hand-offs)
+  kappa-stream: the checkpoints
+  airflow:      the scheduler's tasks (and their step pods): the master dataset (close_archive,
+                batch, data quality), the checkpoints (close_archive, Kappa reprocessing) and
+                the Data Docs bucket, whose docs/ prefix it makes public (publish_docs)
+The serving API reads Postgres only: no MinIO user. Every user may list bucket names (what
+`lk init --check` asks), never another bucket's objects, never the admin API.
+*/}}
+{{- define "lk.minio.buckets" -}}
+master: lk-master
+views: lk-views
+checkpoints: lk-checkpoints
+dq: lk-dq
+{{- end }}
+
+{{- /* airflow: its steps archive (close_archive), publish (the speed layer's hand-off reads and trims
+ its accepted log in views), replay Kappa versions (checkpoints) and publish Data Docs (dq). */}}
+{{- define "lk.minio.access" -}}
+init: {create: [master, views, checkpoints, dq]}
+archiver: {readWrite: [master, checkpoints]}
+speed-layer: {readWrite: [checkpoints, views]}
+kappa-stream: {readWrite: [checkpoints]}
+airflow: {readWrite: [master, views, checkpoints, dq], publish: [dq]}
+{{- end }}
+
+{{/* The MinIO users' short names, as a YAML list (fromYamlArray). */}}
+{{- define "lk.minio.users" -}}
+{{- keys (include "lk.minio.access" . | fromYaml) | sortAlpha | toYaml }}
+{{- end }}
+
+{{/* A MinIO user's IAM policy, as JSON. Call: (dict "root" $ "user" "archiver") */}}
+{{- define "lk.minio.policy" -}}
+{{- $buckets := include "lk.minio.buckets" .root | fromYaml -}}
+{{- $access := get (include "lk.minio.access" .root | fromYaml) .user -}}
+{{- $arn := "arn:aws:s3:::" -}}
+{{- $statements := list (dict "Sid" "ListBucketNames" "Effect" "Allow" "Action" (list "s3:ListAllMyBuckets") "Resource" (list (printf "%s*" $arn))) -}}
+{{- with $access.create }}
+{{- $resources := list }}
+{{- range . }}{{ $resources = append $resources (printf "%s%s" $arn (get $buckets .)) }}{{ end }}
+{{- $statements = append $statements (dict "Sid" "CreateBuckets" "Effect" "Allow" "Action" (list "s3:CreateBucket" "s3:ListBucket" "s3:GetBucketLocation") "Resource" $resources) }}
+{{- end }}
+{{- with $access.readWrite }}
+{{- $bucketArns := list }}
+{{- $objectArns := list }}
+{{- range . }}
+{{- $bucketArns = append $bucketArns (printf "%s%s" $arn (get $buckets .)) }}
+{{- $objectArns = append $objectArns (printf "%s%s/*" $arn (get $buckets .)) }}
+{{- end }}
+{{- $statements = append $statements (dict "Sid" "ListBuckets" "Effect" "Allow" "Action" (list "s3:ListBucket" "s3:GetBucketLocation" "s3:ListBucketMultipartUploads") "Resource" $bucketArns) }}
+{{- $statements = append $statements (dict "Sid" "ReadWriteObjects" "Effect" "Allow" "Action" (list "s3:GetObject" "s3:PutObject" "s3:DeleteObject" "s3:AbortMultipartUpload" "s3:ListMultipartUploadParts") "Resource" $objectArns) }}
+{{- end }}
+{{- with $access.publish }}
+{{- $resources := list }}
+{{- range . }}{{ $resources = append $resources (printf "%s%s" $arn (get $buckets .)) }}{{ end }}
+{{- $statements = append $statements (dict "Sid" "PublishDocs" "Effect" "Allow" "Action" (list "s3:CreateBucket" "s3:GetBucketPolicy" "s3:PutBucketPolicy") "Resource" $resources) }}
+{{- end }}
+{{- dict "Version" "2012-10-17" "Statement" $statements | toJson }}
+{{- end }}
+
+{{/*
 The project's settings (core/settings.py, prefix LK_) for the app and Airflow containers: the
-only way configuration reaches the code. Credentials come from the Secret, never inline.
-Call: (dict "root" $ "sparkDriverMemory" "768m")
+only way configuration reaches the code. Credentials come from the Secret, never inline, and
+each pod gets only its own:
+  minioUser: whose MinIO keys (LK_MINIO_ACCESS_KEY, LK_MINIO_SECRET_KEY): one of
+             lk.minio.users ("archiver", ...); "" for none (the pod does not use MinIO).
+  postgres:  "writer": the serving store's owner (LK_POSTGRES_USER, LK_POSTGRES_PASSWORD);
+             "reader": the read-only role only (LK_SERVING_POSTGRES_USER and _PASSWORD);
+             "": no serving-store credential.
+Call: (dict "root" $ "sparkDriverMemory" "768m" "minioUser" "archiver" "postgres" "writer")
 */}}
 {{- define "lk.env" -}}
 {{- $root := .root -}}
+{{- $secret := include "lk.credentialsSecret" $root -}}
+{{- if and .minioUser (not (has .minioUser (include "lk.minio.users" $root | fromYamlArray))) -}}
+{{- fail (printf "lk.env: unknown MinIO user %q" .minioUser) -}}
+{{- end -}}
+{{- $pg := .postgres | default "" -}}
+{{- if not (has $pg (list "writer" "reader" "")) -}}
+{{- fail (printf "lk.env: postgres must be writer, reader or empty, not %q" $pg) -}}
+{{- end -}}
 - name: LK_ARCHITECTURE
   value: {{ $root.Values.architecture | quote }}
 - name: LK_HOME
@@ -140,29 +238,35 @@ Call: (dict "root" $ "sparkDriverMemory" "768m")
   value: {{ include "lk.minioHost" $root | quote }}
 - name: LK_MINIO_PORT
   value: {{ $root.Values.minio.port | int64 | quote }}
+{{- with .minioUser }}
 - name: LK_MINIO_ACCESS_KEY
   valueFrom:
     secretKeyRef:
-      name: {{ include "lk.credentialsSecret" $root }}
-      key: minio-root-user
+      name: {{ $secret }}
+      key: {{ printf "minio-%s-user" . }}
 - name: LK_MINIO_SECRET_KEY
   valueFrom:
     secretKeyRef:
-      name: {{ include "lk.credentialsSecret" $root }}
-      key: minio-root-password
+      name: {{ $secret }}
+      key: {{ printf "minio-%s-password" . }}
+{{- end }}
 - name: LK_POSTGRES_HOST
   value: {{ include "lk.postgresHost" $root | quote }}
 - name: LK_POSTGRES_PORT
   value: {{ $root.Values.postgres.port | int64 | quote }}
-- name: LK_POSTGRES_USER
-  value: {{ $root.Values.postgres.serving.user | quote }}
 - name: LK_POSTGRES_DB
   value: {{ $root.Values.postgres.serving.database | quote }}
+{{- if eq $pg "writer" }}
+- name: LK_POSTGRES_USER
+  value: {{ $root.Values.postgres.serving.user | quote }}
 - name: LK_POSTGRES_PASSWORD
   valueFrom:
     secretKeyRef:
-      name: {{ include "lk.credentialsSecret" $root }}
+      name: {{ $secret }}
       key: postgres-password
+{{- else if eq $pg "reader" }}
+{{ include "lk.servingPostgresEnv" $root }}
+{{- end }}
 - name: LK_SPARK_MASTER
   value: {{ $root.Values.spark.master | quote }}
 - name: LK_SPARK_SHUFFLE_PARTITIONS
@@ -231,7 +335,10 @@ the spark-defaults.conf that names the executor image, namespace and pod templat
 {{/*
 An init container that holds an app pod until `lk init` has created the topics, buckets and
 serving schema. It waits in `Init:0/1` (visible in `kubectl get pods`) instead of letting the
-app crash-loop; `lk init --check` exits 0 once everything exists.
+app crash-loop; `lk init --check` exits 0 once everything exists. It checks with the pod's own
+credentials (the same minioUser and postgres as its main container), so it also waits for
+them to exist; `check` adds options (serving: `--serving`, the store as the read-only role).
+Call: (dict "root" $ "minioUser" "archiver" "postgres" "writer" "check" "")
 */}}
 {{- define "lk.waitForInit" -}}
 - name: wait-for-init
@@ -240,9 +347,9 @@ app crash-loop; `lk init --check` exits 0 once everything exists.
   command:
     - sh
     - -c
-    - until lk init --check; do echo "waiting for the init job (lk init)"; sleep 5; done
+    - until lk init --check{{ with .check }} {{ . }}{{ end }}; do echo "waiting for the init job (lk init)"; sleep 5; done
   env:
-    {{- include "lk.env" (dict "root" .root "sparkDriverMemory" "512m") | nindent 4 }}
+    {{- include "lk.env" (dict "root" .root "sparkDriverMemory" "512m" "minioUser" .minioUser "postgres" .postgres) | nindent 4 }}
   resources:
     {{- toYaml .root.Values.init.waitResources | nindent 4 }}
   securityContext:

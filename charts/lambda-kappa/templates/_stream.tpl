@@ -2,14 +2,32 @@
 A long-running Spark stream driver (archiver, speed layer, Kappa job): one replica, replaced
 with Recreate because two drivers on one checkpoint would fight over it.
 
-No liveness or readiness probe, on purpose: the process serves no port; when its query fails
-it exits non-zero and the kubelet restarts it; and an exec probe would start Python or a JVM
-(seconds of CPU) on a 4-CPU node, or, as a heartbeat file, kill a driver in a long first
-micro-batch over a backlog. The pod says so in its `lambda-kappa.io/no-probe-reason` annotation,
-which the chart tests require of any container without probes.
+Liveness: a driver whose query fails exits non-zero and is restarted, but a hung one (a
+micro-batch stuck on a dead connection, a wedged JVM) would sit there forever. The Spark UI
+(port 4040) is off (core/spark.py) and would keep answering while a query hangs anyway, so the
+driver writes a heartbeat instead: one file per streaming query in LK_STREAM_HEARTBEAT_DIR,
+touched by a StreamingQueryListener on every progress and idle event (about every 10 s while
+idle; after each micro-batch otherwise), and cleared when the driver starts. The probes only
+run `find` on that folder (no Python, no JVM: milliseconds of CPU):
+  startup:   the same check as liveness, for up to 10 minutes (Spark starts, its queries run);
+  liveness:  every query's heartbeat is younger than stream.heartbeatTimeoutMinutes, which
+             must exceed the longest micro-batch (maxOffsetsPerTrigger bounds it);
+  readiness: the same, so `kubectl get pods` and `helm --wait` show a driver that is running.
 
 Call: (dict "root" $ "component" "speed-layer" "args" (list ...) "values" .Values.speedLayer)
+The component's name is also its MinIO user (lk.minio.access).
 */}}
+{{- define "lk.stream.heartbeatDir" -}}/tmp/lk/heartbeat{{- end }}
+
+{{/* Exits 0 when a heartbeat exists and none is older than `minutes`. */}}
+{{- define "lk.stream.heartbeatCheck" -}}
+exec:
+  command:
+    - sh
+    - -c
+    - d="$LK_STREAM_HEARTBEAT_DIR"; test -n "$(find "$d" -type f 2>/dev/null)" && test -z "$(find "$d" -type f -mmin +{{ . }})"
+{{- end }}
+
 {{- define "lk.streamDeployment" -}}
 {{- $root := .root -}}
 {{- $image := $root.Values.images.app -}}
@@ -30,13 +48,10 @@ spec:
     metadata:
       labels:
         {{- include "lk.labels" (dict "root" $root "component" .component) | nindent 8 }}
+      {{- if include "lk.sparkOnKubernetes" $root }}
       annotations:
-        lambda-kappa.io/no-probe-reason: >-
-          a stream driver serves no port and exits non-zero when its query fails; an exec
-          probe would cost seconds of CPU per check
-        {{- if include "lk.sparkOnKubernetes" $root }}
         checksum/spark-conf: {{ include (print $root.Template.BasePath "/spark/spark-configmap.yaml") $root | sha256sum }}
-        {{- end }}
+      {{- end }}
     spec:
       enableServiceLinks: false
       {{- if include "lk.sparkOnKubernetes" $root }}
@@ -50,7 +65,7 @@ spec:
       securityContext:
         {{- include "lk.podSecurityContext" (dict "image" $image) | nindent 8 }}
       initContainers:
-        {{- include "lk.waitForInit" (dict "root" $root) | nindent 8 }}
+        {{- include "lk.waitForInit" (dict "root" $root "minioUser" .component "postgres" "writer") | nindent 8 }}
       containers:
         - name: {{ .component }}
           image: {{ include "lk.image" (dict "root" $root "image" $image) }}
@@ -58,12 +73,28 @@ spec:
           args:
             {{- toYaml .args | nindent 12 }}
           env:
-            {{- include "lk.env" (dict "root" $root "sparkDriverMemory" .values.sparkDriverMemory) | nindent 12 }}
+            {{- include "lk.env" (dict "root" $root "sparkDriverMemory" .values.sparkDriverMemory "minioUser" .component "postgres" "writer") | nindent 12 }}
+            - name: LK_STREAM_HEARTBEAT_DIR
+              value: {{ include "lk.stream.heartbeatDir" $root }}
             {{- include "lk.sparkDriverEnv" (dict "root" $root) | nindent 12 }}
           {{- with (include "lk.sparkDriverPorts" (dict "root" $root)) }}
           ports:
             {{- . | nindent 12 }}
           {{- end }}
+          startupProbe:
+            {{- include "lk.stream.heartbeatCheck" $root.Values.stream.heartbeatTimeoutMinutes | nindent 12 }}
+            periodSeconds: 10
+            timeoutSeconds: 5
+            failureThreshold: 60
+          livenessProbe:
+            {{- include "lk.stream.heartbeatCheck" $root.Values.stream.heartbeatTimeoutMinutes | nindent 12 }}
+            periodSeconds: 60
+            timeoutSeconds: 5
+            failureThreshold: 2
+          readinessProbe:
+            {{- include "lk.stream.heartbeatCheck" $root.Values.stream.heartbeatTimeoutMinutes | nindent 12 }}
+            periodSeconds: 30
+            timeoutSeconds: 5
           resources:
             {{- toYaml .values.resources | nindent 12 }}
           securityContext:
@@ -73,7 +104,8 @@ spec:
               mountPath: /tmp
             {{- include "lk.sparkDriverVolumeMounts" (dict "root" $root) | nindent 12 }}
       volumes:
-        # Spark's local dir, the project's LK_HOME and the JVM's scratch space.
+        # Spark's local dir, the project's LK_HOME (the heartbeats) and the JVM's scratch space:
+        # the only place a driver writes (its root filesystem is read-only).
         - name: tmp
           emptyDir: {}
         {{- include "lk.sparkDriverVolumes" (dict "root" $root) | nindent 8 }}

@@ -13,7 +13,16 @@ from serving.metrics import CONTENT_TYPE
 router = APIRouter(tags=["metrics"])
 
 
-@router.get("/metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus's text exposition format.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    },
+)
 async def metrics(request: Request, metrics: MetricsDep) -> Response:
     """Request latency per view, the store pools' use, and the stream progress the API saw."""
     pool: Any = getattr(request.app.state, "pool", None)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fastapi import APIRouter
+from fastapi import APIRouter, status
 from pydantic import BaseModel, Field
 
 from core.store import quality_results as records
 from serving.api.deps import ConnDep
+from serving.models import ErrorBody
 
 router = APIRouter(prefix="/v1/quality", tags=["quality"])
 
@@ -37,7 +38,16 @@ class QualityResponse(BaseModel):
     suites: list[SuiteResult] = Field(description="The last result per layer and suite.")
 
 
-@router.get("", response_model=QualityResponse)
+@router.get(
+    "",
+    response_model=QualityResponse,
+    responses={
+        status.HTTP_503_SERVICE_UNAVAILABLE: {
+            "model": ErrorBody,
+            "description": "The serving store cannot be reached.",
+        }
+    },
+)
 def quality(conn: ConnDep) -> QualityResponse:
     """The Data Docs link and, per layer, each suite's last result (from the serving store)."""
     docs = records.docs(conn)

@@ -13,14 +13,16 @@ from typing import Annotated, Any
 
 import orjson
 import psycopg
-from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response, status
 from fastapi.responses import JSONResponse
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from core.catalog import VIEWS
 from core.store.reads import State
 from serving import caching, repository
 from serving.api.deps import MetricsDep, PoolDep, app_settings
 from serving.filters import (
+    ARCHITECTURES,
     BadFilterError,
     PageLimits,
     UnknownViewError,
@@ -34,23 +36,40 @@ from serving.models import ErrorBody, ViewResponse
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
 
-def _parameter(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+def _parameter(
+    name: str, description: str, schema: dict[str, Any] | None = None, where: str = "query"
+) -> dict[str, Any]:
     return {
         "name": name,
-        "in": "query",
+        "in": where,
         "required": False,
         "schema": schema or {"type": "string"},
         "description": description,
     }
 
 
+# What `core.times.parse_iso` reads; a day the month lacks, year 0 or a fraction finer than a
+# millisecond are still refused (422).
+INSTANT = {
+    "type": "string",
+    "pattern": (
+        r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+        r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|\+00:00)$"
+    ),
+    "examples": ["2026-11-01T10:00:00Z"],
+}
+
 # For the OpenAPI page only: the whole query string is checked by `parse_view_query` (which
 # also refuses unknown and repeated parameters), not by FastAPI, whose per-parameter
 # validation would cost more than the rest of a small answer.
 QUERY_PARAMETERS = [
-    _parameter("start", "ISO 8601 UTC; rows whose window starts at or after it."),
-    _parameter("end", "ISO 8601 UTC; rows whose window starts before it."),
-    _parameter("architecture", "lambda or kappa (default: the deployment's)."),
+    _parameter("start", "ISO 8601 UTC; rows whose window starts at or after it.", INSTANT),
+    _parameter("end", "ISO 8601 UTC; rows whose window starts before it.", INSTANT),
+    _parameter(
+        "architecture",
+        "lambda or kappa (default: the deployment's).",
+        {"type": "string", "enum": list(ARCHITECTURES)},
+    ),
     _parameter(
         "limit",
         "Rows per page: 1 to LK_SERVE_PAGE_LIMIT_MAX (10,000); default LK_SERVE_PAGE_LIMIT "
@@ -62,10 +81,34 @@ QUERY_PARAMETERS = [
     _parameter("query", "search_ctr only."),
     _parameter("segment", "revenue_by_segment only."),
     _parameter("user_id", "sessions only."),
+    _parameter(
+        "If-None-Match",
+        "The `ETag` of an answer already held: 304, without rows, while it is still current.",
+        where="header",
+    ),
+]
+
+_CACHE_HEADERS = {
+    "ETag": {
+        "description": "Names the query and the store state the answer was read from.",
+        "schema": {"type": "string"},
+    },
+    "Cache-Control": {
+        "description": "`no-cache`: revalidate before use.",
+        "schema": {"type": "string"},
+    },
+}
+
+
+ViewName = Annotated[
+    str,
+    Path(
+        description="One of the five views (any other: 404).", json_schema_extra={"enum": [*VIEWS]}
+    ),
 ]
 
 
-async def view_query(view: str, request: Request) -> ViewQuery:
+async def view_query(view: ViewName, request: Request) -> ViewQuery:
     """The checked request: 404 for an unknown view, 422 with the reason for a bad filter.
     (Asynchronous although it waits on nothing: FastAPI runs a plain function in a thread.)"""
     settings = app_settings(request)
@@ -166,8 +209,10 @@ def _not_modified(tag: str) -> Response:
     response_model=ViewResponse,
     openapi_extra={"parameters": QUERY_PARAMETERS},
     responses={
+        status.HTTP_200_OK: {"headers": _CACHE_HEADERS},
         status.HTTP_304_NOT_MODIFIED: {
-            "description": "`If-None-Match` names the current answer's ETag (no rows read)."
+            "description": "`If-None-Match` names the current answer's ETag (no rows read).",
+            "headers": _CACHE_HEADERS,
         },
         status.HTTP_404_NOT_FOUND: {"model": ErrorBody, "description": "Unknown view."},
         status.HTTP_409_CONFLICT: {

@@ -1,10 +1,14 @@
 {{/*
 Airflow's configuration, shared by its api-server, scheduler, dag-processor, triggerer and
 db-migrate Job. The database URL is assembled by the kubelet from the Secret's password
-($(AIRFLOW_DB_PASSWORD)), so no manifest holds it.
+($(AIRFLOW_DB_PASSWORD)), so no manifest holds it. `tasks`: the scheduler's container, whose
+LocalExecutor runs the DAGs' steps (or starts their pods): only it gets the serving store's
+and MinIO's credentials (MinIO user `airflow`); the other components parse DAGs, serve the UI
+or run triggers and get neither.
+Call: (dict "root" $ "tasks" true)
 */}}
 {{- define "lk.airflow.env" -}}
-{{- $root := . -}}
+{{- $root := .root -}}
 {{- $secret := include "lk.credentialsSecret" $root -}}
 {{- $db := printf "%s:%v/%s" (include "lk.postgresHost" $root) $root.Values.postgres.port $root.Values.postgres.airflow.database -}}
 - name: AIRFLOW_DB_PASSWORD
@@ -18,6 +22,10 @@ db-migrate Job. The database URL is assembled by the kubelet from the Secret's p
   value: postgresql+psycopg://{{ $root.Values.postgres.airflow.user }}:$(AIRFLOW_DB_PASSWORD)@{{ $db }}
 - name: AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC
   value: postgresql+psycopg://{{ $root.Values.postgres.airflow.user }}:$(AIRFLOW_DB_PASSWORD)@{{ $db }}
+# All configuration is in this environment; the file is the chart's near-empty airflow.cfg
+# (a ConfigMap): without one, Airflow writes its defaults into AIRFLOW_HOME, which is read-only.
+- name: AIRFLOW_CONFIG
+  value: /opt/airflow/config/airflow.cfg
 - name: AIRFLOW__CORE__EXECUTOR
   value: LocalExecutor
 - name: AIRFLOW__CORE__PARALLELISM
@@ -69,7 +77,11 @@ db-migrate Job. The database URL is assembled by the kubelet from the Secret's p
   value: {{ $root.Values.batchLayer.schedule | quote }}
 {{- end }}
 {{ include "lk.airflow.backendEnv" $root }}
+{{- if .tasks }}
+{{ include "lk.env" (dict "root" $root "sparkDriverMemory" $root.Values.airflow.scheduler.sparkDriverMemory "minioUser" "airflow" "postgres" "writer") }}
+{{- else }}
 {{ include "lk.env" (dict "root" $root "sparkDriverMemory" $root.Values.airflow.scheduler.sparkDriverMemory) }}
+{{- end }}
 {{- end }}
 
 {{/* Airflow components wait for `airflow db migrate` (run by the db-migrate Job). */}}
@@ -79,11 +91,30 @@ db-migrate Job. The database URL is assembled by the kubelet from the Secret's p
   imagePullPolicy: {{ include "lk.imagePullPolicy" (dict "image" .Values.images.airflow) }}
   args: ["db", "check-migrations", "--migration-wait-timeout=600"]
   env:
-    {{- include "lk.airflow.env" . | nindent 4 }}
+    {{- include "lk.airflow.env" (dict "root" .) | nindent 4 }}
   resources:
     {{- toYaml .Values.airflow.dbMigrate.resources | nindent 4 }}
   securityContext:
     {{- include "lk.containerSecurityContext" (dict "image" .Values.images.airflow) | nindent 4 }}
+  volumeMounts:
+    {{- include "lk.airflow.volumeMounts" . | nindent 4 }}
+{{- end }}
+
+{{/* What every Airflow container mounts: the airflow.cfg ConfigMap and a writable /tmp. */}}
+{{- define "lk.airflow.volumeMounts" -}}
+- name: config
+  mountPath: /opt/airflow/config
+  readOnly: true
+- name: tmp
+  mountPath: /tmp
+{{- end }}
+
+{{- define "lk.airflow.volumes" -}}
+- name: config
+  configMap:
+    name: {{ include "lk.componentName" (dict "root" . "component" "airflow-config") }}
+- name: tmp
+  emptyDir: {}
 {{- end }}
 
 {{/* `airflow jobs check` for a job type: the official chart's liveness check. */}}

@@ -1,0 +1,171 @@
+"""Issue 15, item 7: each component reaches MinIO with its own user and a policy on its own
+buckets; only MinIO itself and the minio-users Job hold the root keys."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from core.settings import Settings
+from tests.charts.chart_utils import (
+    WORKLOAD_KINDS,
+    Manifest,
+    Rendered,
+    containers,
+    env_of,
+    pod_spec,
+    render,
+    render_set,
+)
+
+MINIO_USERS = {"airflow", "archiver", "init", "kappa-stream", "speed-layer"}
+# What the code reads and writes (core/settings.py bucket names): the chart's one access map.
+BUCKETS = {
+    "init": {"lk-master", "lk-views", "lk-checkpoints", "lk-dq"},  # creates them
+    "archiver": {"lk-master", "lk-checkpoints"},
+    "speed-layer": {"lk-checkpoints", "lk-views"},
+    "kappa-stream": {"lk-checkpoints"},
+    "airflow": {"lk-master", "lk-views", "lk-checkpoints", "lk-dq"},
+}
+
+
+def _component(obj: Manifest) -> str:
+    return str(obj["metadata"]["labels"]["app.kubernetes.io/component"])
+
+
+def _minio_keys(container: Manifest) -> tuple[str, str] | None:
+    env = env_of(container)
+    if "LK_MINIO_ACCESS_KEY" not in env:
+        assert "LK_MINIO_SECRET_KEY" not in env
+        return None
+    return (
+        env["LK_MINIO_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["key"],
+        env["LK_MINIO_SECRET_KEY"]["valueFrom"]["secretKeyRef"]["key"],
+    )
+
+
+def _policies(rendered: Rendered) -> dict[str, dict[str, Any]]:
+    (config,) = rendered.by_component("ConfigMap", "minio-users")
+    return {
+        name.removeprefix("policy-").removesuffix(".json"): json.loads(text)
+        for name, text in config["data"].items()
+        if name.endswith(".json")
+    }
+
+
+@pytest.mark.parametrize("value_set", ["lambda", "kappa", "both", "pod-backend"])
+class TestEachComponentItsOwnMinioUser:
+    def test_each_app_pod_should_get_only_its_own_keys(self, value_set: str) -> None:
+        expected = {
+            "init": "init",
+            "archiver": "archiver",
+            "speed-layer": "speed-layer",
+            "kappa-stream": "kappa-stream",
+            "airflow-scheduler": "airflow",  # its tasks; the step pods: dags/lk_dags/pods.py
+        }
+        seen = set()
+        for obj in render_set(value_set).of_kind(*WORKLOAD_KINDS):
+            component = _component(obj)
+            for c in containers(obj):
+                keys = _minio_keys(c)
+                if component not in expected:
+                    assert keys is None, (component, c["name"])
+                    continue
+                if c["name"] == "wait-for-migrations":  # Airflow's, before the scheduler runs
+                    assert keys is None
+                    continue
+                user = expected[component]
+                assert keys == (f"minio-{user}-user", f"minio-{user}-password"), c["name"]
+                seen.add(component)
+        assert seen >= {"init", "airflow-scheduler"}
+
+    def test_only_minio_and_the_users_job_should_hold_the_root_keys(self, value_set: str) -> None:
+        rendered = render_set(value_set)
+        holders = set()
+        for obj in rendered.of_kind(*WORKLOAD_KINDS):
+            spec = pod_spec(obj)
+            refs = [
+                e["valueFrom"]["secretKeyRef"]["key"]
+                for c in containers(obj)
+                for e in c.get("env", [])
+                if "secretKeyRef" in e.get("valueFrom", {})
+            ]
+            refs += [
+                item["key"]
+                for v in spec.get("volumes", [])
+                if "secret" in v
+                for item in v["secret"].get("items", [{"key": "<all>"}])
+            ]
+            if any(key in ("minio-root-user", "minio-root-password", "<all>") for key in refs):
+                holders.add(_component(obj))
+        assert holders == {"minio", "minio-users"}
+
+    def test_every_policy_should_reach_only_its_own_buckets(self, value_set: str) -> None:
+        policies = _policies(render_set(value_set))
+        assert set(policies) == MINIO_USERS
+        for user, policy in policies.items():
+            buckets = set()
+            for statement in policy["Statement"]:
+                assert statement["Effect"] == "Allow"
+                assert not [a for a in statement["Action"] if "*" in a or a.startswith("admin:")]
+                for arn in statement["Resource"]:
+                    bucket = arn.removeprefix("arn:aws:s3:::").split("/")[0]
+                    if statement["Action"] == ["s3:ListAllMyBuckets"]:
+                        assert arn == "arn:aws:s3:::*"  # bucket names only, for `lk init --check`
+                    else:
+                        buckets.add(bucket)
+            assert buckets == BUCKETS[user], user
+
+
+def test_bucket_names_should_be_the_settings_defaults() -> None:
+    """The policies name the buckets the code uses; the chart does not override them."""
+    settings = Settings()
+    policies = _policies(render())
+    named = {
+        arn.removeprefix("arn:aws:s3:::")
+        for statement in policies["init"]["Statement"]
+        for arn in statement["Resource"]
+        if arn != "arn:aws:s3:::*"
+    }
+    assert named == set(settings.buckets)
+
+
+def test_only_the_airflow_user_may_publish_the_data_docs() -> None:
+    """publish_docs makes the docs/ prefix of the Data Docs bucket public (a bucket policy)."""
+    for user, policy in _policies(render()).items():
+        actions = {a for s in policy["Statement"] for a in s["Action"]}
+        assert ("s3:PutBucketPolicy" in actions) == (user == "airflow"), user
+        assert "s3:DeleteBucket" not in actions
+        assert ("s3:CreateBucket" in actions) == (user in ("init", "airflow")), user
+
+
+class TestUsersJob:
+    def test_should_create_every_user_with_mc_as_the_root_user(self) -> None:
+        rendered = render_set("both")
+        (job,) = rendered.by_component("Job", "minio-users")
+        (minio,) = rendered.by_component("StatefulSet", "minio")
+        (c,) = containers(job)
+        assert c["image"] == next(containers(minio))["image"]  # mc is in the MinIO image
+        assert job["metadata"]["name"] == "lk-minio-users-r1"  # a new Job every revision
+        env = {k: v["value"] for k, v in env_of(c).items()}
+        assert set(env["MINIO_USERS"].split()) == MINIO_USERS
+        assert env["MINIO_URL"] == "http://lk-minio:9000"
+        assert env["POLICY_PREFIX"] == "lk"
+        (config,) = rendered.by_component("ConfigMap", "minio-users")
+        script = config["data"]["create-users.sh"]
+        for command in ("mc admin policy create", "mc admin user add", "mc admin policy attach"):
+            assert command in script
+        (credentials,) = [v for v in pod_spec(job)["volumes"] if "secret" in v]
+        keys = {item["key"] for item in credentials["secret"]["items"]}
+        assert keys == {"minio-root-user", "minio-root-password"} | {
+            f"minio-{u}-{part}" for u in MINIO_USERS for part in ("user", "password")
+        }
+
+    def test_should_run_against_an_external_minio_too(self) -> None:
+        rendered = render({"minio": {"enabled": False, "externalHost": "s3.example.internal"}})
+        (job,) = rendered.by_component("Job", "minio-users")
+        assert env_of(next(containers(job)))["MINIO_URL"]["value"] == (
+            "http://s3.example.internal:9000"
+        )

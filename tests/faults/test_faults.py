@@ -1,0 +1,324 @@
+"""Faults, injected while both architectures stream a workload: each component is killed with
+SIGKILL mid-stream and restarted, each service is stopped for longer than its clients retry and
+started again. At the end every view equals the oracle: nothing lost, nothing counted twice.
+
+The suite runs on a stack of its own (its own folder and ports), since it stops Kafka, MinIO
+and Postgres; every component runs as the `lk` process an operator would run. It writes the
+fault-by-outcome table to `out/faults.md` and prints it.
+
+    make test-faults
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from core.catalog import VIEW_NAMES
+from core.kafka_io import log_end, produce_file
+from core.oracle import compute_views, load_jsonl_values, load_profiles_jsonl
+from core.settings import Settings
+from core.store import realtime, versions
+from core.store import state as stream_state
+from core.store.connection import connect
+from core.store.streams import LAMBDA_SPEED, archiver_stream, kappa_stream
+from infra.stack import stack as local_stack
+from infra.stack.kafka import Kafka
+from infra.stack.minio import MinIO
+from infra.stack.postgres import Postgres
+from serving.main import create_app
+from tests.conftest import ROOT, _free_port
+from tests.integration.helpers import settings_env, workload_in_parts
+from tests.serving_pages import read_whole
+
+PARTS = 9
+OUTAGE_S = 75.0
+"""A service stays down longer than its clients retry: Kafka's consumers time out after 60 s
+(`default.api.timeout.ms`), Postgres's connections fail at once, MinIO's S3 client retries
+for well under a minute."""
+CAUGHT_UP_S = 300.0
+LK = Path(sys.executable).with_name("lk")
+
+
+@dataclass
+class Component:
+    """One `lk` process of the deployment, restarted when it dies or is killed."""
+
+    name: str
+    args: list[str]
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [str(LK), *self.args],
+                cwd=ROOT,
+                env={**os.environ, **self.env},
+                start_new_session=True,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+    def ensure_running(self) -> bool:
+        """Restart it if it died; whether it had."""
+        if self.alive:
+            return False
+        self.restarts += 1
+        self.start()
+        return True
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
+
+
+@dataclass
+class Outcome:
+    fault: str
+    how: str
+    restarted: list[str] = field(default_factory=list)
+    api_during: str = "-"
+    recovered_s: float = 0.0
+
+
+@pytest.fixture(scope="module")
+def own_stack() -> Iterator[Settings]:
+    home = Path(tempfile.mkdtemp(prefix="lk-faults-"))
+    home.chmod(0o755)  # Postgres runs as `postgres` when the tests run as root
+    settings = Settings(
+        architecture="both",
+        home=home,
+        stack_dir=home / "stack",
+        cache_dir=Path(os.environ.get("LK_CACHE_DIR", str(ROOT / ".cache"))),
+        kafka_port=_free_port(),
+        kafka_controller_port=_free_port(),
+        minio_port=_free_port(),
+        minio_console_port=_free_port(),
+        postgres_port=_free_port(),
+        stream_max_offsets_per_trigger=400,  # several micro-batches per part: kills land mid-way
+        serve_pool_timeout_s=1.0,
+    )
+    try:
+        local_stack.up(settings, progress=lambda _: None)
+        yield settings
+    finally:
+        local_stack.down(settings, progress=lambda _: None)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> float:
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < timeout_s, f"{what}: not within {timeout_s:.0f} s"
+        time.sleep(1.0)
+    return time.monotonic() - started
+
+
+def _read(settings: Settings) -> dict[str, dict[str, int]]:
+    """The offsets each stream has committed, per ``topic/partition``."""
+    streams = [LAMBDA_SPEED, archiver_stream("events"), archiver_stream("profiles")]
+    with connect(settings) as conn:
+        live = versions.current(conn, "kappa")
+        if live is not None:
+            streams.append(kappa_stream(live.version))
+        return {s: realtime.load_progress(conn, s).offsets for s in streams}
+
+
+def _caught_up(settings: Settings, components: list[Component]) -> Callable[[], bool]:
+    def check() -> bool:
+        for component in components:
+            component.ensure_running()
+        try:
+            end = log_end(settings)
+            read = _read(settings)
+        except Exception:  # a service is still coming back
+            return False
+        merged_archive = {
+            **read.pop(archiver_stream("events")),
+            **read.pop(archiver_stream("profiles")),
+        }
+        read["archiver"] = merged_archive
+        return len(read) == 3 and all(
+            offsets.get(tp, 0) >= n for offsets in read.values() for tp, n in end.items()
+        )
+
+    return check
+
+
+def _api_while_store_down(settings: Settings) -> str:
+    with TestClient(create_app(settings)) as client:
+        started = time.monotonic()
+        try:
+            response = client.get("/v1/views/page_views", params={"architecture": "kappa"})
+        except httpx.HTTPError as exc:
+            return f"error {type(exc).__name__}"
+        return f"{response.status_code} in {time.monotonic() - started:.1f} s"
+
+
+def test_faults_leave_every_view_equal_to_the_oracle(own_stack: Settings, tmp_path: Path) -> None:
+    settings = own_stack
+    env = settings_env(settings)
+    subprocess.run([str(LK), "init"], cwd=ROOT, env={**os.environ, **env}, check=True)
+    parts, profiles, events = workload_in_parts(tmp_path, 23, 9000, PARTS)
+    produce_file(settings, profiles, settings.profiles_topic)
+
+    def component(name: str, *args: str) -> Component:
+        return Component(name, list(args), env, tmp_path / f"{name}.log")
+
+    speed = component("speed layer", "stream", "--architecture", "lambda")
+    kappa = component("Kappa job", "stream", "--architecture", "kappa")
+    archive = component("archiver", "archive")
+    running = [speed, kappa, archive]
+    for c in running:
+        c.start()
+    produce_file(settings, parts[0], settings.events_topic)
+    _wait(_caught_up(settings, running), CAUGHT_UP_S, "the first part")
+
+    outcomes: list[Outcome] = []
+    next_part = iter(parts[1:])
+
+    def fault(name: str, how: str, inject: Callable[[Outcome], None]) -> None:
+        outcome = Outcome(name, how)
+        restarts = {c.name: c.restarts for c in running}
+        produce_file(settings, next(next_part), settings.events_topic)
+        inject(outcome)
+        outcome.recovered_s = _wait(_caught_up(settings, running), CAUGHT_UP_S, name)
+        outcome.restarted = [c.name for c in running if c.restarts > restarts[c.name]]
+        outcomes.append(outcome)
+
+    def kill(target: Component) -> Callable[[Outcome], None]:
+        def inject(outcome: Outcome) -> None:
+            time.sleep(3)  # mid-stream: the part is being read
+            target.kill()
+
+        return inject
+
+    def outage(
+        service: Callable[[Settings], object], api: bool = False
+    ) -> Callable[[Outcome], None]:
+        def inject(outcome: Outcome) -> None:
+            time.sleep(3)
+            svc = service(settings)
+            svc.stop()  # type: ignore[attr-defined]
+            try:
+                if api:
+                    outcome.api_during = _api_while_store_down(settings)
+                time.sleep(OUTAGE_S)
+            finally:
+                svc.up()  # type: ignore[attr-defined]
+
+        return inject
+
+    fault("speed layer", "SIGKILL mid-stream", kill(speed))
+    fault("Kappa job", "SIGKILL mid-stream", kill(kappa))
+    fault("archiver", "SIGKILL mid-stream", kill(archive))
+
+    def batch_killed(outcome: Outcome) -> None:
+        # `lk batch` writes a version and marks it ready; the speed layer publishes it at its
+        # next hand-off. Killed while it writes: the half-written version is never served.
+        batch = component("batch", "batch")
+        batch.start()
+        with connect(settings) as conn:
+            before = versions.current(conn, "lambda")
+        _wait(lambda: _building_version(settings) is not None or not batch.alive, 600, "batch")
+        if batch.alive:
+            batch.kill()
+        with connect(settings) as conn:
+            after = versions.current(conn, "lambda")
+        assert (after and after.version) == (before and before.version)
+        done = subprocess.run(
+            [str(LK), "batch"], cwd=ROOT, env={**os.environ, **env}, capture_output=True
+        )
+        assert done.returncode == 0, done.stderr.decode()[-500:]
+        outcome.api_during = "old version served until the rerun's hand-off"
+
+    fault("batch", "SIGKILL between its write and its publication", batch_killed)
+    fault("Kafka", f"stopped {OUTAGE_S:.0f} s", outage(Kafka))
+    fault("MinIO", f"stopped {OUTAGE_S:.0f} s", outage(MinIO))
+    fault("Postgres", f"stopped {OUTAGE_S:.0f} s", outage(Postgres, api=True))
+
+    for c in running:
+        c.stop()
+    for architecture in ("lambda", "kappa"):
+        drained = subprocess.run(
+            [str(LK), "drain", "--architecture", architecture],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            capture_output=True,
+        )
+        assert drained.returncode == 0, drained.stderr.decode()[-800:]
+
+    values = load_jsonl_values(events)
+    profile_changes = load_profiles_jsonl(profiles)
+    with connect(settings) as conn:
+        live = versions.current(conn, "kappa")
+        assert live is not None
+        late = stream_state.late_event_ids(conn, kappa_stream(live.version))
+    expected = {
+        "lambda": compute_views(values, profile_changes),
+        "kappa": compute_views(values, profile_changes, keep=lambda e: e.event_id not in late),
+    }
+    with TestClient(create_app(settings)) as client:
+        for architecture, oracle in expected.items():
+            for view in VIEW_NAMES:
+                served = read_whole(client.get, view, architecture=architecture)
+                assert served["rows"] == oracle.views[view], (architecture, view)
+
+    table = [
+        "| fault | how | restarted | API while down | caught up after |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {o.fault} | {o.how} | {', '.join(o.restarted) or 'none'} | {o.api_during} | "
+            f"{o.recovered_s:.0f} s |"
+            for o in outcomes
+        ),
+        "",
+        f"Then `lk drain` per architecture: every view of both equals the oracle "
+        f"({len(values):,} log lines; Kappa without its {len(late)} late events).",
+    ]
+    out = ROOT / "out"
+    out.mkdir(exist_ok=True)
+    (out / "faults.md").write_text("\n".join(table) + "\n")
+    print("\n".join(table))
+    for o in outcomes:
+        if o.fault == "Postgres":
+            assert o.api_during.startswith("503"), o.api_during
+
+
+def _building_version(settings: Settings) -> int | None:
+    with connect(settings) as conn:
+        row = conn.execute(
+            "select max(version) from view_versions where architecture = 'lambda' "
+            "and status in ('building', 'ready')"
+        ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
