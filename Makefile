@@ -22,7 +22,7 @@ test: setup ## All tests: unit, and integration against the real local stack it 
 	$(UV) run pytest $(PYTEST_ARGS)
 
 .PHONY: test-faults
-test-faults: setup ## Faults: each component killed mid-stream, each service stopped; views end exact
+test-faults: setup ## Faults: components killed, services stopped, checkpoints lost; views end exact
 	$(UV) run pytest tests/faults --faults -s $(PYTEST_ARGS)
 
 .PHONY: test-k8s
