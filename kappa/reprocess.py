@@ -228,7 +228,9 @@ class Reprocess:
                     versions.switch_alias(conn, target)
         return live.version
 
-    def _behind(self, version: versions.Version, live: versions.Version) -> dict:
+    def _behind(
+        self, version: versions.Version, live: versions.Version
+    ) -> dict[str, tuple[int, int]]:
         """Where `version` has not read as far as `live`, per ``topic/partition``."""
         with connect(self.settings) as conn:
             ours = realtime.load_progress(conn, kappa_stream(version.version)).offsets

@@ -44,7 +44,7 @@ def isolated_settings(settings: Settings, name: str) -> Settings:
     import psycopg
 
     from core.provision import s3_client
-    from core.store.schema import create_all, grant_reader
+    from core.store.connection import ensure_schema
 
     suffix = uuid.uuid4().hex[:6]
     isolated = settings.model_copy(
@@ -69,9 +69,7 @@ def isolated_settings(settings: Settings, name: str) -> Settings:
         s3.create_bucket(Bucket=bucket)
     with psycopg.connect(_admin_dsn(settings), autocommit=True) as conn:
         conn.execute(f'create database "{isolated.postgres_db}"')
-    with psycopg.connect(isolated.postgres_dsn, autocommit=True) as conn:
-        create_all(conn)
-        grant_reader(conn, isolated.serving_postgres_user)
+    ensure_schema(isolated)  # the tables, and the serving login's grants on them
     return isolated
 
 

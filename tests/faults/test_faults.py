@@ -26,6 +26,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from batch_layer import archiver
 from core.catalog import VIEW_NAMES
 from core.kafka_io import log_end, produce_file
 from core.oracle import compute_views, load_jsonl_values, load_profiles_jsonl
@@ -33,7 +34,7 @@ from core.settings import Settings
 from core.store import realtime, versions
 from core.store import state as stream_state
 from core.store.connection import connect
-from core.store.streams import LAMBDA_SPEED, archiver_stream, kappa_stream
+from core.store.streams import LAMBDA_SPEED, kappa_stream
 from infra.stack import stack as local_stack
 from infra.stack.kafka import Kafka
 from infra.stack.minio import MinIO
@@ -147,13 +148,12 @@ def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> float:
 
 
 def _read(settings: Settings) -> dict[str, dict[str, int]]:
-    """The offsets each stream has committed, per ``topic/partition``."""
-    streams = [LAMBDA_SPEED, archiver_stream("events"), archiver_stream("profiles")]
+    """The offsets the archive and each stream have committed, per ``topic/partition``."""
     with connect(settings) as conn:
         live = versions.current(conn, "kappa")
-        if live is not None:
-            streams.append(kappa_stream(live.version))
-        return {s: realtime.load_progress(conn, s).offsets for s in streams}
+        streams = [LAMBDA_SPEED] + ([kappa_stream(live.version)] if live is not None else [])
+        read = {s: realtime.load_progress(conn, s).offsets for s in streams}
+    return read | {"archiver": archiver.archived(settings)}
 
 
 def _caught_up(settings: Settings, components: list[Component]) -> Callable[[], bool]:
@@ -165,11 +165,6 @@ def _caught_up(settings: Settings, components: list[Component]) -> Callable[[], 
             read = _read(settings)
         except Exception:  # a service is still coming back
             return False
-        merged_archive = {
-            **read.pop(archiver_stream("events")),
-            **read.pop(archiver_stream("profiles")),
-        }
-        read["archiver"] = merged_archive
         return len(read) == 3 and all(
             offsets.get(tp, 0) >= n for offsets in read.values() for tp, n in end.items()
         )
