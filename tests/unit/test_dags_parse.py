@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -52,6 +53,7 @@ def airflow_home() -> Iterator[None]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def _no_network(*_args: Any, **_kwargs: Any) -> None:
