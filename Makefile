@@ -14,16 +14,24 @@ setup: ## Install the locked Python environment (uv) and check the system tools
 	@infra/check-tools.sh
 
 .PHONY: demo
-demo: setup ## The main job: both architectures on one workload, side by side
-	$(LK) demo
+demo: setup ## The main job: both architectures live on one workload, five scenarios, a report
+	$(LK) demo --serve-port $(or $(SERVE_PORT),8000)
+
+.PHONY: compare
+compare: setup ## The comparison alone, on a running stack (lk compare --help for its options)
+	$(LK) compare
 
 .PHONY: test
 test: setup ## All tests: unit, and integration against the real local stack it starts itself
-	$(UV) run pytest $(PYTEST_ARGS)
+	$(UV) run pytest --durations=25 $(PYTEST_ARGS)
 
 .PHONY: test-faults
 test-faults: setup ## Faults: components killed, services stopped, checkpoints lost; views end exact
-	$(UV) run pytest tests/faults --faults -s $(PYTEST_ARGS)
+	$(UV) run pytest tests/faults --faults -s --durations=10 $(PYTEST_ARGS)
+
+.PHONY: test-compare
+test-compare: setup ## `lk demo`'s live comparison on a small workload; its report checked in Chromium
+	$(UV) run pytest tests/comparison --comparison --durations=5 $(PYTEST_ARGS)
 
 .PHONY: test-k8s
 test-k8s: setup ## The chart on a real cluster it starts (lk cluster up): architecture both

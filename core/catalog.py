@@ -65,6 +65,8 @@ LOGIC_VERSIONS: dict[str, str] = {
     "1": "the views exactly as CONTRACT section 3 defines them",
     "2": "as 1, but events from devices whose clock is 10 minutes or more off the server's "
     "(|received_ts - sent_ts| >= 10 min) are left out as untrusted",
+    "bug": "a deliberately wrong version 2, its clock test reversed (it keeps only the "
+    "untrusted events): the comparison's bug-and-fix scenario deploys it, then repairs it",
 }
 """A logic version -> what it computes. A reprocess with a new version shows the change."""
 

@@ -232,8 +232,11 @@ def compute_views(
 
 def logic_filter(logic_version: str) -> Callable[[Event], bool] | None:
     """The events a logic version keeps (``core.catalog.LOGIC_VERSIONS``), as a ``keep``."""
-    if check_logic_version(logic_version) == "2":
+    version = check_logic_version(logic_version)
+    if version == "2":
         return lambda event: abs(event.received_ts - event.sent_ts) < UNTRUSTED_CLOCK_MS
+    if version == "bug":
+        return lambda event: abs(event.received_ts - event.sent_ts) >= UNTRUSTED_CLOCK_MS
     return None
 
 

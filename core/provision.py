@@ -55,7 +55,7 @@ def _admin(settings: Settings) -> Any:
 
 def ensure_topics(settings: Settings) -> list[str]:
     """Create missing topics and re-apply every topic's configuration; returns what it did."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+    from confluent_kafka.admin import NewTopic
 
     admin = _admin(settings)
     existing = set(admin.list_topics(timeout=10).topics)
@@ -79,21 +79,37 @@ def ensure_topics(settings: Settings) -> list[str]:
     for spec in specs:
         if spec.name not in existing:
             continue
-        resource = ConfigResource(
-            "topic",
-            spec.name,
-            incremental_configs=[
-                ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
-                for key, value in spec.config.items()
-            ],
-        )
-        for future in admin.incremental_alter_configs([resource]).values():
-            try:
-                future.result(timeout=30)
-            except Exception as exc:
-                raise ProvisionError(f"kafka: could not configure {spec.name}: {exc}") from exc
+        configure_topic(settings, spec.name, spec.config, admin=admin)
         done.append(f"configured topic {spec.name} ({', '.join(spec.config)})")
     return done
+
+
+def configure_topic(
+    settings: Settings, topic: str, config: dict[str, str | None], *, admin: Any = None
+) -> None:
+    """Set a topic's configuration entries; None deletes an entry (back to the broker's)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    resource = ConfigResource(
+        "topic",
+        topic,
+        incremental_configs=[
+            ConfigEntry(
+                key,
+                value,
+                incremental_operation=AlterConfigOpType.DELETE
+                if value is None
+                else AlterConfigOpType.SET,
+            )
+            for key, value in config.items()
+        ],
+    )
+    client = admin if admin is not None else _admin(settings)  # held: a collected one cancels
+    for future in client.incremental_alter_configs([resource]).values():
+        try:
+            future.result(timeout=30)
+        except Exception as exc:
+            raise ProvisionError(f"kafka: could not configure {topic}: {exc}") from exc
 
 
 def s3_client(settings: Settings) -> Any:

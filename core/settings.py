@@ -235,6 +235,28 @@ class Settings(BaseSettings):
     def buckets(self) -> tuple[str, ...]:
         return (self.master_bucket, self.views_bucket, self.checkpoints_bucket, self.dq_bucket)
 
+    def namespaced(self, name: str) -> Settings:
+        """These settings with topics, buckets and a serving database of their own, named after
+        `name`: for a run that must see only its own data on services others use."""
+        return self.model_copy(
+            update={
+                "events_topic": f"events-{name}",
+                "profiles_topic": f"profiles-{name}",
+                "master_bucket": f"master-{name}",
+                "views_bucket": f"views-{name}",
+                "checkpoints_bucket": f"checkpoints-{name}",
+                "postgres_db": f"serving_{name}".replace("-", "_"),
+            }
+        )
+
+    def as_env(self) -> dict[str, str]:
+        """The environment that makes another process (an `lk` command) read these settings."""
+        return {
+            f"LK_{name.upper()}": str(getattr(value, "value", value))
+            for name, value in self.model_dump().items()
+            if value is not None
+        }
+
 
 def get_settings() -> Settings:
     """Read the settings now (never at import time, so tests can set the environment first)."""

@@ -186,6 +186,7 @@ cli.add_command(reprocess_command.reprocess)
 for command in (run_commands.init, run_commands.archive, run_commands.batch, run_commands.stream):
     cli.add_command(command)
 cli.add_command(demo.demo)
+cli.add_command(demo.compare)
 cli.add_command(drain_command.drain)
 cli.add_command(dq_command.dq)
 cli.add_command(step_commands.step)

@@ -1,194 +1,159 @@
-"""`lk demo`: the main job.
+"""`lk demo` (the main job) and `lk compare`: both architectures live on one workload.
 
-Bring the stack up, generate a workload and produce it, run both architectures over the whole
-log (Lambda: archive, batch, speed, hand-off; Kappa: the stream job), and print, side by side,
-how far each one's served views are from the oracle computed from the same log, with a few
-answers from each.
+    lk demo                                   # stack up, then the comparison with its defaults
+    lk compare --events 20000 --rate 200      # on a running stack; or --duration 120
+
+The workload is produced at a steady rate, as a live source would; every few seconds each
+architecture's served answer is compared with the oracle over what was produced so far; the
+scenarios play in order (steady, late data, a logic change, a bug and its fix, compaction).
+It ends with the report: one HTML file with its figures, a JSON file with every number, both
+published to MinIO next to the Data Docs (`GET /v1/comparison`).
 """
 
 from __future__ import annotations
 
+import functools
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
-from core import workload
-from core.catalog import VIEWS
-from core.comparison import view_distance
-from core.kafka_io import end_offsets, log_event_values, log_profile_changes, produce_file
-from core.oracle import compute_views
-from core.settings import Architecture, Settings
-from core.spark import build_spark_session
-from core.store.connection import connect
+from comparison.errors import ComparisonError
+from comparison.live import CompareSpec, Outcome, run_comparison
+from comparison.scenarios import SCENARIOS
+from core.settings import Settings
+from infra.stack import artifacts
 from infra.stack import stack as local_stack
-from lk.errors import guarded
-from lk.pipelines import drain_lambda
-from serving.filters import parse_view_query
-from serving.repository import read_view
+from lk.errors import fail, guarded
 
-ARCHITECTURES = (Architecture.LAMBDA, Architecture.KAPPA)
+FIRST_RUN = (
+    "a first run on this machine builds MinIO from the Go module proxy and fetches Kafka's and "
+    "Spark's jars from Maven Central before anything starts (about 4-7 minutes on 2 cores); "
+    "they are cached in {cache}, so later runs start in about a minute"
+)
+
+
+def comparison_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options `lk demo` and `lk compare` share: size, rate, duration, scenarios."""
+    options = [
+        click.option("--seed", type=int, default=7, show_default=True, help="Workload seed."),
+        click.option(
+            "--events", type=click.IntRange(min=100), default=6000, show_default=True,
+            help="Event lines in the generated workload.",
+        ),
+        click.option(
+            "--rate", type=click.FloatRange(min=1.0), default=100.0, show_default=True,
+            help="Event lines produced per second, as a live source would.",
+        ),
+        click.option(
+            "--duration", type=click.FloatRange(min=1.0), default=None,
+            help="Seconds to produce for: sets --events to rate x duration.",
+        ),
+        click.option(
+            "--sample-every", type=click.FloatRange(min=0.5), default=3.0, show_default=True,
+            help="Seconds between two samples of both architectures against the oracle.",
+        ),
+        click.option(
+            "--scenarios", default=",".join(SCENARIOS), show_default=True,
+            help="Which scenarios to play, in this order, comma-separated.",
+        ),
+        click.option(
+            "--out-dir", type=click.Path(path_type=Path, file_okay=False),
+            default=Path("out/compare"), show_default=True,
+            help="Where the workload, the logs and the report are written.",
+        ),
+        click.option(
+            "--serve-port", type=int, default=None,
+            help="Run the API (and its dashboard at /) on this port during the run.",
+        ),
+        click.option("--no-publish", is_flag=True, help="Do not upload the report to MinIO."),
+    ]  # fmt: skip
+    return functools.reduce(lambda f, option: option(f), reversed(options), command)
+
+
+def _spec(**given: Any) -> CompareSpec:
+    scenarios = tuple(s.strip() for s in given["scenarios"].split(",") if s.strip())
+    unknown = [s for s in scenarios if s not in SCENARIOS]
+    if unknown:
+        fail(f"--scenarios: unknown {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+    events = given["events"]
+    if given["duration"] is not None:
+        events = max(100, round(given["rate"] * given["duration"]))
+    return CompareSpec(
+        seed=given["seed"],
+        events=events,
+        rate_per_s=given["rate"],
+        sample_every_s=given["sample_every"],
+        scenarios=scenarios,
+        out_dir=given["out_dir"],
+        serve_port=given["serve_port"],
+        publish=not given["no_publish"],
+    )
+
+
+def _compare(settings: Settings, spec: CompareSpec) -> Outcome:
+    started = time.monotonic()
+    # A bar for the production (lines, rate, time left); plain lines when not a terminal.
+    bar = Progress(
+        TextColumn("  producing"), BarColumn(), MofNCompleteColumn(), TextColumn("lines"),
+        TimeRemainingColumn(), transient=True, disable=not sys.stdout.isatty(),
+    )  # fmt: skip
+    task = bar.add_task("produce", total=spec.events)
+
+    def progress(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    try:
+        with bar:
+            outcome = run_comparison(settings, spec, click.echo, progress)
+    except ComparisonError as exc:
+        fail(str(exc))
+    click.echo(f"== the comparison took {time.monotonic() - started:.0f} s")
+    click.echo(f"  report: {outcome.report.resolve()}")
+    click.echo(f"  every figure as JSON: {outcome.json.resolve()}")
+    if outcome.url:
+        click.echo(f"  published: {outcome.url} (also at GET /v1/comparison)")
+    click.echo(f"  the components' logs (Spark's and the JVM's too): {outcome.logs.resolve()}")
+    return outcome
 
 
 @click.command()
-@click.option("--seed", type=int, default=7, show_default=True, help="Workload seed.")
-@click.option(
-    "--events",
-    "events",
-    type=click.IntRange(min=100),
-    default=20000,
-    show_default=True,
-    help="Lines in the generated events file.",
-)
-@click.option(
-    "--out-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=Path("out/demo"),
-    show_default=True,
-    help="Where the workload is written.",
-)
-@click.option(
-    "--kappa-micro-batches",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="Micro-batches the Kappa job reads the log in, as a live stream would see it arrive "
-    "(its watermark moves between them; one micro-batch would drop nothing as late).",
-)
+@comparison_options
 @click.pass_obj
 @guarded
-def demo(
-    settings: Settings, seed: int, events: int, out_dir: Path, kappa_micro_batches: int
-) -> None:
-    """Run the main job on one generated workload and report what happened."""
-    started = time.monotonic()
-    click.echo("== 1/6 local stack")
+def compare(settings: Settings, **given: Any) -> None:
+    """Run both architectures live on one workload and write the comparison report."""
+    _compare(settings, _spec(**given))
+
+
+@click.command()
+@comparison_options
+@click.pass_obj
+@guarded
+def demo(settings: Settings, **given: Any) -> None:
+    """The main job: the stack, then both architectures live on one workload, and the report."""
+    if not artifacts.cached(settings):
+        click.echo("first run: " + FIRST_RUN.format(cache=settings.cache_path))
+    click.echo("== local stack (its output: .stack/logs)")
     local_stack.up(settings, progress=lambda line: click.echo(f"  {line}"))
-
-    click.echo(f"== 2/6 workload: seed {seed}, {events:,} event lines")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    events_file = out_dir / f"events-{seed}-{events}.jsonl"
-    profiles_file = workload.default_profiles_path(events_file)
-    stats = workload.generate(
-        workload.WorkloadSpec(
-            seed=seed, events=events, watermark_delay_ms=settings.watermark_delay_ms
-        ),
-        events_file,
-        profiles_file,
-    )
-    for line in workload.summary(stats).splitlines():
-        click.echo(f"  {line}")
-
-    click.echo("== 3/6 produce to the log")
-    before = {
-        t: _total(end_offsets(settings, t))
-        for t in (settings.events_topic, settings.profiles_topic)
-    }
-    for file, topic in (
-        (events_file, settings.events_topic),
-        (profiles_file, settings.profiles_topic),
-    ):
-        report = produce_file(settings, file, topic)
-        click.echo(
-            f"  {topic}: produced {report.records:,} records in {report.seconds:.1f}s "
-            f"({report.rate:,.0f}/s)"
-        )
-
-    click.echo("== what landed in each topic")
-    for topic in (settings.events_topic, settings.profiles_topic):
-        offsets = end_offsets(settings, topic)
-        parts = "  ".join(f"p{p}={high - low:,}" for p, (low, high) in offsets.items())
-        added = _total(offsets) - before.get(topic, _total(offsets))
-        click.echo(f"  {topic:<18} {_total(offsets):>9,} records (+{added:,} now)   {parts}")
-    from kappa.job import KappaViews  # deferred: pyspark
-
-    spark = build_spark_session(settings, "lk-demo")
-    try:
-        click.echo("== 4/6 lambda: archive, batch, speed, hand-off")
-        lap = time.monotonic()
-        drain_lambda(spark, settings, lambda line: click.echo(f"  {line.strip()}"))
-        click.echo(f"  lambda drained in {time.monotonic() - lap:.1f}s")
-        click.echo("== 5/6 kappa: the stream job over the whole log")
-        lap = time.monotonic()
-        per_trigger = max(100, -(-events // kappa_micro_batches))
-        click.echo(f"  reading the log {per_trigger:,} records per micro-batch")
-        kappa = KappaViews(
-            spark, settings.model_copy(update={"stream_max_offsets_per_trigger": per_trigger})
-        )
-        version = kappa.drain()
-        late_ids = kappa.late_event_ids(version)
-        click.echo(f"  kappa v{version.version} drained in {time.monotonic() - lap:.1f}s")
-    finally:
-        spark.stop()
-
-    click.echo("== 6/6 side by side: each architecture's answer vs the oracle over the whole log")
-    side_by_side(settings, late_ids)
+    spec = _spec(**given)
     click.echo(
-        f"demo finished in {time.monotonic() - started:.1f}s; the stack keeps running "
-        "(`lk serve` answers for both; `lk stack down` stops it)"
+        f"  the comparison produces {spec.events:,} events at {spec.rate_per_s:g}/s "
+        f"({spec.events / spec.rate_per_s:.0f} s), then plays {len(spec.scenarios)} scenarios: "
+        "about 15 minutes on 2 cores"
     )
-
-
-def _total(offsets: dict[int, tuple[int, int]]) -> int:
-    return sum(high - low for low, high in offsets.values())
-
-
-def side_by_side(settings: Settings, kappa_late_ids: set[str]) -> None:
-    """Each architecture's served views next to the oracle's, and a few answers from each.
-
-    Kappa's stream path drops events behind its watermark, which Lambda's batch recovers: the
-    second Kappa column is its distance from the oracle computed without those events, so a
-    reader sees that the whole difference is the late data."""
-    values, profiles = log_event_values(settings), log_profile_changes(settings)
-    oracle = compute_views(values, profiles)
-    on_time = compute_views(values, profiles, keep=lambda e: e.event_id not in kappa_late_ids)
-    served: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    metas = {}
-    with connect(settings) as conn:
-        for arch in ARCHITECTURES:
-            served[arch] = {}
-            for view in oracle.views:
-                rows, metas[arch] = read_view(conn, parse_view_query(view, [], arch))
-                served[arch][view] = [dict(row) for row in rows]
-
-    click.echo(f"  {'view':<19} {'oracle rows':>11}   {'lambda':<24} {'kappa':<24} kappa w/o late")
-    for view, expected in oracle.views.items():
-        lam = view_distance(view, served[Architecture.LAMBDA][view], expected)
-        kap = view_distance(view, served[Architecture.KAPPA][view], expected)
-        kap_on_time = view_distance(view, served[Architecture.KAPPA][view], on_time.views[view])
-        click.echo(
-            f"  {view:<19} {len(expected):>11,}   {lam.describe():<24} {kap.describe():<24} "
-            f"{kap_on_time.describe()}"
-        )
-    for arch, meta in metas.items():
-        click.echo(
-            f"  {arch} meta: version {meta.view_version}, batch cutoff {meta.batch_cutoff}, "
-            f"watermark {meta.speed_watermark}, quarantined {meta.quarantined:,} "
-            f"(oracle {oracle.quarantined:,}), late dropped {meta.late_dropped:,}"
-        )
-    click.echo("  a few answers (oracle | lambda | kappa):")
-    for view, value in (("page_views", "count"), ("revenue_by_segment", "revenue_cents")):
-        for line in _sample(view, value, oracle.views[view], served):
-            click.echo(f"    {line}")
-
-
-def _sample(
-    view: str, value: str, expected: list[dict[str, Any]], served: dict[str, dict[str, Any]]
-) -> list[str]:
-    """Three rows of `view`: those where the architectures disagree first, they tell most."""
-    key_field = VIEWS[view].keys[0]
-
-    def key(row: dict[str, Any]) -> tuple[Any, Any]:
-        return row[key_field], row["window_start"]
-
-    answers = {arch: {key(r): r[value] for r in rows[view]} for arch, rows in served.items()}
-    rows = sorted(
-        expected,
-        key=lambda r: len({r[value], *(a.get(key(r)) for a in answers.values())}) == 1,
+    outcome = _compare(settings, spec)
+    click.echo(
+        "the stack keeps running: `lk serve` answers for the run with "
+        f"LK_POSTGRES_DB={outcome.settings.postgres_db}; `lk stack down` stops it"
     )
-    lines = []
-    for row in rows[:3]:
-        got = " | ".join(str(answers[arch].get(key(row), "-")) for arch in ARCHITECTURES)
-        lines.append(f"{view} {row[key_field]} {row['window_start']}: {row[value]} | {got}")
-    return lines

@@ -1,4 +1,4 @@
-"""Whole-pipeline runs the CLI offers (`lk drain`, `lk demo`): the composition of the layers."""
+"""Whole-pipeline runs the CLI offers (`lk drain`): the composition of the layers."""
 
 from __future__ import annotations
 

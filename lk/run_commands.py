@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from batch_layer.errors import BatchError
+from core.catalog import LOGIC_VERSIONS
 from core.provision import missing, provision_all
 from core.settings import Architecture, Settings
 from core.spark import build_spark_session, install_heartbeat
@@ -103,13 +104,28 @@ def archive(settings: Settings, available_now: bool) -> None:
     default=None,
     help="ISO instant (an hour boundary) to recompute up to; default: what the archive closes.",
 )
+@click.option(
+    "--logic-version",
+    type=click.Choice(sorted(LOGIC_VERSIONS)),
+    default=None,
+    help="The view logic the new batch version computes (default: the published one's). The "
+    "speed layer follows it from the hand-off on.",
+)
+@click.option(
+    "--drain",
+    is_flag=True,
+    help="Close everything archived: the cutoff is the hour after the last archived event "
+    "(as `lk drain` does), not what the watermark closes.",
+)
 @click.pass_obj
 @guarded
-def batch(settings: Settings, cutoff: str | None) -> None:
+def batch(settings: Settings, cutoff: str | None, logic_version: str | None, drain: bool) -> None:
     """Lambda: recompute the batch views from the master dataset; the speed layer publishes."""
     from batch_layer.pipeline import run_batch  # deferred: pyspark
 
     cutoff_ms = None
+    if cutoff is not None and drain:
+        fail("give --cutoff or --drain, not both")
     if cutoff is not None:
         try:
             cutoff_ms = parse_iso(cutoff)
@@ -117,7 +133,9 @@ def batch(settings: Settings, cutoff: str | None) -> None:
             fail(f"--cutoff: {exc}")
     spark = build_spark_session(settings, "lk-batch")
     try:
-        result = run_batch(spark, settings, cutoff_ms=cutoff_ms)
+        result = run_batch(
+            spark, settings, cutoff_ms=cutoff_ms, logic_version=logic_version, drain=drain
+        )
     except BatchError as exc:
         fail(str(exc))
     finally:

@@ -118,7 +118,8 @@ def serve(
     host: str | None,
     workers: int | None,
 ) -> None:
-    """Run the serving API (GET /health, /v1/views/{view}, /metrics) until interrupted."""
+    """Run the serving API (GET /v1/views/{view}, /v1/quality, /v1/comparison, /health,
+    /metrics) and its dashboard at / until interrupted."""
     import psycopg
     import uvicorn
 

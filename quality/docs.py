@@ -10,7 +10,8 @@ The site is Great Expectations' own (a page per suite and per validation), with 
   grow the store and the build time without bound.
 
 ``publish_docs`` uploads the site under ``docs/`` in the ``dq_bucket`` and makes that prefix
-readable anonymously, so the serving API and ``lk dq docs`` can link to it.
+(and ``comparison/``, where the comparison's reports go) readable anonymously, so the serving
+API and ``lk dq docs`` can link to it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ from quality.result import failure_reason
 KEEP_RUNS: Final = 20
 """Results kept per (suite, layer)."""
 DOCS_PREFIX: Final = "docs/"
+COMPARISON_PREFIX: Final = "comparison/"
+"""Where `comparison.publish` puts the side-by-side reports, beside the Data Docs."""
+PUBLIC_PREFIXES: Final = (DOCS_PREFIX, COMPARISON_PREFIX)
+"""The prefixes of the Data Docs bucket anyone may read: one bucket policy names them all, so
+that whichever publisher sets it last leaves the other's pages readable."""
 GX_INDEX: Final = "runs.html"
 LAYER_ORDER: Final = (
     layers.LAMBDA_BATCH,
@@ -248,8 +254,8 @@ def _landing_page(results: list[StoredResult]) -> str:
 # --- publishing ---------------------------------------------------------------------------------
 
 
-def _read_policy(bucket: str, prefix: str) -> str:
-    """Anonymous read of the docs prefix only (the bucket's other objects stay private)."""
+def _read_policy(bucket: str, *prefixes: str) -> str:
+    """Anonymous read of these prefixes only (the bucket's other objects stay private)."""
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -258,7 +264,7 @@ def _read_policy(bucket: str, prefix: str) -> str:
                     "Effect": "Allow",
                     "Principal": {"AWS": ["*"]},
                     "Action": ["s3:GetObject"],
-                    "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*"],
+                    "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*" for prefix in prefixes],
                 }
             ],
         }
@@ -283,6 +289,14 @@ def upload_site(client: Any, site: Path, bucket: str, prefix: str = DOCS_PREFIX)
     return len(uploaded)
 
 
+def open_public_prefixes(client: Any, bucket: str) -> None:
+    """Create ``bucket`` if missing and let anyone read its ``PUBLIC_PREFIXES`` (only those)."""
+    existing = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
+    if bucket not in existing:
+        client.create_bucket(Bucket=bucket)
+    client.put_bucket_policy(Bucket=bucket, Policy=_read_policy(bucket, *PUBLIC_PREFIXES))
+
+
 def docs_url(settings: Settings) -> str:
     """Where the published site's landing page is."""
     return f"{settings.s3_endpoint}/{settings.dq_bucket}/{DOCS_PREFIX}index.html"
@@ -294,10 +308,7 @@ def publish_docs(settings: Settings, *, client: Any = None) -> str:
     site = build_docs(settings).parent
     s3 = client or s3_client(settings)
     bucket = settings.dq_bucket
-    existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
-    if bucket not in existing:
-        s3.create_bucket(Bucket=bucket)
-    s3.put_bucket_policy(Bucket=bucket, Policy=_read_policy(bucket, DOCS_PREFIX))
+    open_public_prefixes(s3, bucket)
     upload_site(s3, site, bucket)
     url = docs_url(settings)
     with connect(settings) as conn:

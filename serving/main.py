@@ -5,7 +5,8 @@ are missing, so a fresh stack answers with empty rows rather than errors, then o
 read-only connections that lives as long as the app (closed at shutdown). `GET /health` is a
 liveness check and does not touch the store (a store outage must not get the process
 restarted); a request that cannot reach the store gets 503 with the reason, and the pool
-replaces broken connections by itself once the store is back. `GET /metrics` is Prometheus's.
+replaces broken connections by itself once the store is back. `GET /metrics` is Prometheus's;
+`GET /` is a live dashboard, a static page that polls the API from the browser.
 
 Nothing is created at import time: no settings, no connection, no app. `lk serve` runs several
 worker processes, each building its app with `app_from_environment`.
@@ -28,7 +29,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from core.settings import Settings, get_settings
 from core.store.connection import reader_pool
 from serving import metrics as serving_metrics
-from serving.api.routes import health, metrics, quality, views
+from serving.api.routes import comparison, dashboard, health, metrics, quality, views
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,10 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(health.router)
     app.include_router(views.router)
     app.include_router(quality.router)
+    app.include_router(comparison.router)
     app.include_router(metrics.router)
+    app.include_router(dashboard.router)
+    app.mount(dashboard.ASSETS_PATH, dashboard.assets(), name="dashboard")
     app.add_exception_handler(psycopg.OperationalError, _store_unavailable)
     app.add_exception_handler(psycopg.errors.UndefinedTable, _store_unavailable)
     app.add_exception_handler(psycopg.errors.InsufficientPrivilege, _store_unavailable)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -62,3 +62,9 @@ class ViewResponse(BaseModel):
         "`LK_SERVE_PAGE_LIMIT_MAX`, 10,000)."
     )
     meta: ViewMeta
+
+
+STORE_UNAVAILABLE: dict[int | str, dict[str, Any]] = {
+    503: {"model": ErrorBody, "description": "The serving store cannot be reached."}
+}
+"""The 503 every route that reads the store documents in its OpenAPI responses."""

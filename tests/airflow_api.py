@@ -2,19 +2,18 @@
 a DAG end to end (the local Airflow of `make airflow-up`, or the chart's on a real cluster).
 
 The API: a JWT from `POST /auth/token`, then `/api/v2/...` with it. The UI is driven in
-Debian's Chromium through Playwright (never a downloaded browser).
+Debian's Chromium through Playwright (`tests.browser`: never a downloaded browser).
 """
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+from tests.browser import chromium
 
 
 class AirflowApi:
@@ -78,32 +77,22 @@ class AirflowApi:
         self, dag_id: str, *, expect_form_text: tuple[str, ...] = (), screenshot: Path | None = None
     ) -> dict[str, Any]:
         """Sign in to the UI, open `dag_id`, click Trigger with the form's defaults; the run."""
-        from playwright.sync_api import sync_playwright
-
-        assert Path(CHROMIUM).exists(), "the UI tests drive Debian's chromium: apt install chromium"
         before = {run["dag_run_id"] for run in self.runs(dag_id)}
-        with sync_playwright() as playwright:
-            # --no-sandbox: CI runs as root.
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.goto(f"{self.base}/dags/{dag_id}")
-                page.get_by_label("Username").fill(self.username)
-                page.get_by_label("Password").fill(self.password)
-                page.get_by_role("button", name="Sign in").click()
-                page.get_by_role("button", name="Trigger Dag").click()
-                dialog = page.get_by_role("dialog")
-                for text in expect_form_text:
-                    dialog.get_by_text(text).wait_for()
-                if screenshot is not None:
-                    page.screenshot(path=str(screenshot))
-                dialog.get_by_role("button", name="Trigger").click()
-                # The UI may stack two copies of the toast; either one is the confirmation.
-                page.get_by_text("Dag Run Triggered").first.wait_for()
-            finally:
-                browser.close()
+        with chromium() as browser:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(f"{self.base}/dags/{dag_id}")
+            page.get_by_label("Username").fill(self.username)
+            page.get_by_label("Password").fill(self.password)
+            page.get_by_role("button", name="Sign in").click()
+            page.get_by_role("button", name="Trigger Dag").click()
+            dialog = page.get_by_role("dialog")
+            for text in expect_form_text:
+                dialog.get_by_text(text).wait_for()
+            if screenshot is not None:
+                page.screenshot(path=str(screenshot))
+            dialog.get_by_role("button", name="Trigger").click()
+            # The UI may stack two copies of the toast; either one is the confirmation.
+            page.get_by_text("Dag Run Triggered").first.wait_for()
         new = [run for run in self.runs(dag_id) if run["dag_run_id"] not in before]
         assert len(new) == 1, new
         assert new[0]["triggered_by"] == "ui"

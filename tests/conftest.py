@@ -125,6 +125,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run tests/faults: components killed, services stopped, on a stack of its own; "
         "`make test-faults`",
     )
+    group.addoption(
+        "--comparison",
+        action="store_true",
+        help="run tests/comparison: `lk demo`'s live comparison and its report (10 minutes); "
+        "`make test-compare`",
+    )
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -134,6 +140,9 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     # The fault suite stops services for minutes: only `make test-faults` (--faults) runs it.
     if collection_path.name == "faults" and collection_path.parent == ROOT / "tests":
         return not config.getoption("--faults")
+    # The live comparison runs both architectures through five scenarios: `make test-compare`.
+    if collection_path.name == "comparison" and collection_path.parent == ROOT / "tests":
+        return not config.getoption("--comparison")
     return None
 
 

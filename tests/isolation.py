@@ -47,16 +47,7 @@ def isolated_settings(settings: Settings, name: str) -> Settings:
     from core.store.connection import ensure_schema
 
     suffix = uuid.uuid4().hex[:6]
-    isolated = settings.model_copy(
-        update={
-            "events_topic": f"events-{name}-{suffix}",
-            "profiles_topic": f"profiles-{name}-{suffix}",
-            "master_bucket": f"master-{name}-{suffix}",
-            "views_bucket": f"views-{name}-{suffix}",
-            "checkpoints_bucket": f"checkpoints-{name}-{suffix}",
-            "postgres_db": f"serving_{name}_{suffix}".replace("-", "_"),
-        }
-    )
+    isolated = settings.namespaced(f"{name}-{suffix}")
     fresh_topic_named(settings, isolated.events_topic, settings.events_partitions)
     fresh_topic_named(
         settings,
@@ -113,11 +104,7 @@ def drop_isolated(settings: Settings, isolated: Settings) -> list[str]:
 def settings_env(settings: Settings) -> dict[str, str]:
     """The environment that makes a subprocess (`lk`) read these
     settings."""
-    env = {}
-    for name, value in settings.model_dump().items():
-        if value is not None:
-            env[f"LK_{name.upper()}"] = str(value.value if hasattr(value, "value") else value)
-    return env
+    return settings.as_env()
 
 
 def _own_buckets(isolated: Settings) -> tuple[str, ...]:

@@ -86,6 +86,22 @@ def check_readable(settings: Settings) -> None:
         conn.execute("select 1 from view_alias limit 1")
 
 
+def ensure_database(settings: Settings) -> bool:
+    """Create the serving database if it is missing (the stack creates only its default one);
+    whether it did."""
+    import psycopg
+    from psycopg import sql
+
+    admin = {**connection_kwargs(settings), "dbname": "postgres"}
+    with psycopg.connect(**admin, autocommit=True) as conn:
+        if conn.execute(
+            "select 1 from pg_database where datname = %s", (settings.postgres_db,)
+        ).fetchone():
+            return False
+        conn.execute(sql.SQL("create database {}").format(sql.Identifier(settings.postgres_db)))
+    return True
+
+
 def ensure_schema(settings: Settings) -> None:
     """Create the store's tables if missing (what readers need before their first query)."""
     connect(settings).close()

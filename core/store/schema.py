@@ -19,8 +19,10 @@ of a view starts right where the previous one ended instead of sorting the whole
 
 from __future__ import annotations
 
+import hashlib
+
 from core.catalog import VIEWS, ViewSpec
-from core.store import batch_inputs, quality_results, state
+from core.store import batch_inputs, comparison_reports, quality_results, state
 
 _VALUE_TYPES = {"ctr": "double precision"}
 
@@ -97,6 +99,7 @@ def ddl() -> list[str]:
     statements += state.DDL
     statements += batch_inputs.DDL
     statements += quality_results.DDL
+    statements += comparison_reports.DDL
     for spec in VIEWS.values():
         columns = ", ".join(_columns(spec))
         key = ", ".join(primary_key(spec))
@@ -114,14 +117,35 @@ def ddl() -> list[str]:
     return statements
 
 
+def schema_fingerprint() -> str:
+    """What the DDL creates, as a short hash: a store marked with it is complete."""
+    return hashlib.sha256("\n".join(ddl()).encode()).hexdigest()[:16]
+
+
 def create_all(conn) -> None:  # type: ignore[no-untyped-def]
     """Create the store's tables if missing (idempotent); `conn` is a psycopg connection.
-    Serialised by a lock, so that processes starting together (serving replicas, the stream
-    jobs) do not race on the same `create table if not exists`."""
+
+    A store marked with the current fingerprint is left alone: the DDL's `alter table ... if
+    not exists` takes an exclusive lock even when there is nothing to do, and a process that
+    connects while its other connection holds a transaction on that table would deadlock.
+    Otherwise serialised by a lock, so that processes starting together (serving replicas, the
+    stream jobs) do not race on the same `create table if not exists`."""
+    fingerprint = schema_fingerprint()
+    if _marked(conn, fingerprint):
+        return
     with conn.transaction():
         conn.execute("select pg_advisory_xact_lock(hashtext('lk-store-schema'))")
         for statement in ddl():
             conn.execute(statement)
+        conn.execute("create table if not exists store_schema (fingerprint text primary key)")
+        conn.execute("insert into store_schema values (%s) on conflict do nothing", (fingerprint,))
+
+
+def _marked(conn, fingerprint: str) -> bool:  # type: ignore[no-untyped-def]
+    if conn.execute("select to_regclass('store_schema')").fetchone()[0] is None:
+        return False
+    found = conn.execute("select 1 from store_schema where fingerprint = %s", (fingerprint,))
+    return found.fetchone() is not None
 
 
 def grant_reader(conn, reader: str) -> None:  # type: ignore[no-untyped-def]

@@ -20,7 +20,16 @@ def _trusted_clocks(events: DataFrame) -> DataFrame:
     return events.where(F.abs(F.col("received_ts") - F.col("sent_ts")) < UNTRUSTED_CLOCK_MS)
 
 
-_FILTERS: dict[str, LogicFilter | None] = {"1": None, "2": _trusted_clocks}
+def _untrusted_clocks(events: DataFrame) -> DataFrame:
+    # The bug of logic version `bug`: version 2's comparison reversed.
+    return events.where(F.abs(F.col("received_ts") - F.col("sent_ts")) >= UNTRUSTED_CLOCK_MS)
+
+
+_FILTERS: dict[str, LogicFilter | None] = {
+    "1": None,
+    "2": _trusted_clocks,
+    "bug": _untrusted_clocks,
+}
 
 
 def logic_filter(logic_version: str) -> LogicFilter | None:

@@ -50,6 +50,7 @@ COPY speed_layer ./speed_layer
 COPY kappa ./kappa
 COPY quality ./quality
 COPY serving ./serving
+COPY comparison ./comparison
 # The project (not editable), built into /out/site for the venv's site-packages, its `lk`
 # script into /out/bin; then the jars, by the project's own code (infra/stack/artifacts.py):
 # Maven resolves infra/maven/spark-connectors.pom.xml, then every jar pyspark already ships is

@@ -141,3 +141,11 @@ def minio_binary(settings: Settings) -> Path:
         raise StackError(f"go install {module} failed: {last}")
     marker.write_text(settings.minio_version)
     return binary
+
+
+def cached(settings: Settings) -> bool:
+    """Whether the downloads and builds a first `lk stack up` makes are already in the cache."""
+    cache = settings.cache_path
+    jars = (cache / "jars" / "kafka" / ".resolved", settings.spark_jars_path / ".resolved")
+    minio = bool(os.environ.get("MINIO_BINARY")) or (cache / "go" / "minio.version").is_file()
+    return minio and all(marker.is_file() for marker in jars)

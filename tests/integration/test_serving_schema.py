@@ -41,7 +41,7 @@ from schemathesis.specs.openapi.checks import (
 
 from core.catalog import VIEWS
 from core.settings import Settings
-from core.store import quality_results
+from core.store import comparison_reports, quality_results
 from core.store.connection import connect
 from core.store.schema import batch_table, create_all, realtime_table
 from core.times import HOUR_MS, MINUTE_MS, iso, parse_iso, to_timestamp
@@ -150,8 +150,8 @@ def _set_alias(
 
 
 def _seed(conn: psycopg.Connection) -> None:
-    """Lambda v1 (batch before the cutoff, speed after) and Kappa v1 and v2, their progress
-    and the quality suites' last results."""
+    """Lambda v1 (batch before the cutoff, speed after) and Kappa v1 and v2, their progress,
+    the quality suites' last results and a comparison report's address."""
     cutoff = parse_iso(CUTOFF)
     for view, spec in VIEWS.items():
         rows = _view_rows(view)
@@ -185,6 +185,11 @@ def _seed(conn: psycopg.Connection) -> None:
         ],
     )
     quality_results.record_docs(conn, "http://127.0.0.1:9000/lk-quality/docs/index.html")
+    comparison_reports.record_report(
+        conn,
+        "http://127.0.0.1:9000/lk-dq/comparison/20261101T120000Z/report.html",
+        "http://127.0.0.1:9000/lk-dq/comparison/20261101T120000Z/comparison.json",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -309,7 +314,9 @@ def _free_port() -> int:
 
 
 @pytest.mark.parametrize(
-    ("path", "view"), [(VIEW_PATH, "sessions"), ("/v1/quality", None)], ids=["view", "quality"]
+    ("path", "view"),
+    [(VIEW_PATH, "sessions"), ("/v1/quality", None), ("/v1/comparison", None)],
+    ids=["view", "quality", "comparison"],
 )
 def test_an_unreachable_store_gets_a_conforming_503(
     stack: Settings, path: str, view: str | None

@@ -104,7 +104,7 @@ def test_every_dag_documents_itself_and_its_params(monkeypatch: pytest.MonkeyPat
     assert set(bag.dags["lambda_reprocess"].params) == {"logic_version", "since", "until"}
     assert set(bag.dags["kappa_reprocess"].params) == {"logic_version"}
     logic = bag.dags["kappa_reprocess"].params.get_param("logic_version")
-    assert logic.schema["enum"] == ["1", "2"]
+    assert logic.schema["enum"] == ["1", "2", "bug"]
 
 
 def test_schedules_come_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from core.store import comparison_reports
 from core.store import quality_results as records
 from serving.api.deps import ConnDep
-from serving.models import ErrorBody
+from serving.models import STORE_UNAVAILABLE
 
 router = APIRouter(prefix="/v1/quality", tags=["quality"])
 
@@ -35,24 +36,25 @@ class QualityResponse(BaseModel):
         "data_quality DAG) first published it."
     )
     data_docs_published_at: datetime | None
+    comparison_report: str | None = Field(
+        description="The last Lambda vs Kappa comparison report on MinIO (`GET /v1/comparison`); "
+        "null before a comparison run first published one."
+    )
     suites: list[SuiteResult] = Field(description="The last result per layer and suite.")
 
 
 @router.get(
     "",
     response_model=QualityResponse,
-    responses={
-        status.HTTP_503_SERVICE_UNAVAILABLE: {
-            "model": ErrorBody,
-            "description": "The serving store cannot be reached.",
-        }
-    },
+    responses=STORE_UNAVAILABLE,
 )
 def quality(conn: ConnDep) -> QualityResponse:
     """The Data Docs link and, per layer, each suite's last result (from the serving store)."""
     docs = records.docs(conn)
+    report = comparison_reports.latest(conn)
     return QualityResponse(
         data_docs=None if docs is None else docs[0],
         data_docs_published_at=None if docs is None else docs[1],
+        comparison_report=None if report is None else report.url,
         suites=[SuiteResult(**row) for row in records.latest(conn)],
     )

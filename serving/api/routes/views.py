@@ -31,7 +31,7 @@ from serving.filters import (
     parse_view_query,
 )
 from serving.metrics import ServingMetrics
-from serving.models import ErrorBody, ViewResponse
+from serving.models import STORE_UNAVAILABLE, ErrorBody, ViewResponse
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
@@ -223,10 +223,7 @@ def _not_modified(tag: str) -> Response:
             "model": ErrorBody,
             "description": "Bad filter, limit or cursor.",
         },
-        status.HTTP_503_SERVICE_UNAVAILABLE: {
-            "model": ErrorBody,
-            "description": "The serving store cannot be reached.",
-        },
+        **STORE_UNAVAILABLE,
     },
 )
 async def read_view(

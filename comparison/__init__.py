@@ -1,0 +1,1 @@
+"""The side-by-side comparison: both architectures run one workload, measured and reported."""

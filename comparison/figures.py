@@ -1,0 +1,220 @@
+"""What a comparison run measured: every figure of the report, as data.
+
+`lk compare` (and `lk demo`) fill a `ComparisonRun` while both architectures run one workload;
+`comparison.report` draws it, and it is written as JSON beside the report so that every number
+in a figure can be checked, or plotted again, without the HTML. Times are seconds since the
+run started; byte and CPU figures are measured, never estimated.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One architecture's served answer for one view, against the oracle over what was produced
+    when it was read."""
+
+    t_s: float
+    scenario: str
+    architecture: str
+    view: str
+    produced: int
+    """Event lines produced to the log when the answer was read (the oracle's input)."""
+    expected_rows: int
+    rows_off: int
+    """Rows missing, extra or differing (`core.comparison.ViewDistance.off`)."""
+    version: int | None
+    """The view version the answer came from (`meta.view_version`); None when unanswered."""
+    status: int = 200
+    """The API's HTTP status: a 503 while a store is down is a gap, not an error."""
+
+    @property
+    def share_off(self) -> float:
+        return self.rows_off / max(self.expected_rows, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioSpan:
+    name: str
+    """`steady`, `late`, `logic-change`, `bug-and-fix`, `compaction`."""
+    title: str
+    started_s: float
+    ended_s: float
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """Produced → visible in the serving store, one value per produced chunk of events."""
+
+    architecture: str
+    lags_s: list[float]
+    p50_s: float | None
+    p99_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LateData:
+    architecture: str
+    late_dropped: int
+    """Events its stream path dropped behind its watermark (`meta.late_dropped`)."""
+    rows_off_before_batch: int
+    rows_off_after_batch: int
+    repaired_at_s: float | None
+    """When its answer became exact again (Lambda: the next batch's hand-off); None: never."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadersView:
+    """What readers saw while a new version was built and switched to."""
+
+    reads: int
+    versions_seen: list[int]
+    gaps: int
+    """Reads that got no answer (an error status or no rows where rows were due)."""
+    mixed: int
+    """Reads whose rows matched neither the old version's answer nor the new one's."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reprocessing:
+    scenario: str
+    architecture: str
+    logic_version: str
+    how: str
+    """`batch recompute` (Lambda) or `replay` (Kappa)."""
+    seconds: float
+    """From the start of the job to the moment readers were switched to its answer."""
+    cpu_seconds: float
+    peak_rss_bytes: int
+    readers: ReadersView
+
+
+@dataclass(frozen=True, slots=True)
+class WrongAnswers:
+    """A deliberately wrong logic version deployed, noticed and reprocessed."""
+
+    architecture: str
+    wrong_logic_version: str
+    wrong_from_s: float
+    wrong_until_s: float
+    repair_seconds: float
+    repair_cpu_seconds: float
+
+    @property
+    def seconds_wrong(self) -> float:
+        return self.wrong_until_s - self.wrong_from_s
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """The as-of profile join after `profiles` was compacted (CONTRACT §2)."""
+
+    profile_records_before: int
+    profile_records_after: int
+    rows_differing: dict[str, int]
+    """Per architecture: `revenue_by_segment` rows that differ from the full-history oracle."""
+    explanation: str
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentCost:
+    component: str
+    architecture: str
+    """`lambda`, `kappa`, or `shared` (the log, the store, the API)."""
+    cpu_seconds: float
+    peak_rss_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBytes:
+    architecture: str
+    what: str
+    """`master dataset`, `batch views`, `retained log`, `view versions`, ..."""
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChartWeight:
+    """What the chart deploys for one mode (`helm template`)."""
+
+    mode: str
+    objects: int
+    by_kind: dict[str, int]
+    cpu_requests_millicores: int
+    memory_requests_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class CodeSize:
+    """Lines of code, from the tree: shared by both architectures, or specific to one."""
+
+    shared: int
+    lambda_only: int
+    kappa_only: int
+    by_room: dict[str, dict[str, str | int]]
+    """room → {"part": shared|lambda|kappa|tooling|unclassified, "lines": n}."""
+
+
+@dataclass(slots=True)
+class ComparisonRun:
+    created_at: str
+    workload: dict[str, Any]
+    """seed, events, rate_per_s, duration_s, profiles, late_events, ..."""
+    scenarios: list[ScenarioSpan] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    freshness: list[Freshness] = field(default_factory=list)
+    late: list[LateData] = field(default_factory=list)
+    reprocessing: list[Reprocessing] = field(default_factory=list)
+    wrong_answers: list[WrongAnswers] = field(default_factory=list)
+    compaction: Compaction | None = None
+    cost: list[ComponentCost] = field(default_factory=list)
+    stored: list[StoredBytes] = field(default_factory=list)
+    chart_weight: list[ChartWeight] = field(default_factory=list)
+    code: CodeSize | None = None
+    log_file: str | None = None
+    schema: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def write(self, path: Path) -> Path:
+        path.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n")
+        return path
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ComparisonRun:
+        reprocessing = [
+            Reprocessing(**{**r, "readers": ReadersView(**r["readers"])})
+            for r in data.get("reprocessing", [])
+        ]
+        compaction = data.get("compaction")
+        code = data.get("code")
+        return cls(
+            created_at=data["created_at"],
+            workload=data["workload"],
+            scenarios=[ScenarioSpan(**s) for s in data.get("scenarios", [])],
+            samples=[Sample(**s) for s in data.get("samples", [])],
+            freshness=[Freshness(**f) for f in data.get("freshness", [])],
+            late=[LateData(**x) for x in data.get("late", [])],
+            reprocessing=reprocessing,
+            wrong_answers=[WrongAnswers(**w) for w in data.get("wrong_answers", [])],
+            compaction=None if compaction is None else Compaction(**compaction),
+            cost=[ComponentCost(**c) for c in data.get("cost", [])],
+            stored=[StoredBytes(**s) for s in data.get("stored", [])],
+            chart_weight=[ChartWeight(**c) for c in data.get("chart_weight", [])],
+            code=None if code is None else CodeSize(**code),
+            log_file=data.get("log_file"),
+            schema=data.get("schema", SCHEMA_VERSION),
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> ComparisonRun:
+        return cls.from_json(json.loads(path.read_text()))

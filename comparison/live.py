@@ -1,0 +1,147 @@
+"""A live run of both architectures on one workload, ending in the report.
+
+    outcome = run_comparison(settings, CompareSpec(events=6000, rate_per_s=100), echo)
+
+The run has a namespace of its own on the stack (topics, buckets, serving database named
+`cmp-<time>`), so the log holds exactly the workload the oracle is computed from. Both
+architectures are deployed as the processes the chart runs (`comparison.deployment`), the
+workload is produced at a steady rate (`comparison.feed`), a sampler compares what each serves
+with the oracle every few seconds (`comparison.sampler`), and the scenarios play in order
+(`comparison.scenarios`). The components' output goes to log files, never to the terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from comparison import chart_weight, code_size, stored
+from comparison.deployment import Deployment
+from comparison.feed import Clock, SteadyFeed
+from comparison.figures import ComparisonRun
+from comparison.publish import publish
+from comparison.report import write_report
+from comparison.sampler import Sampler
+from comparison.scenarios import PLAYS, SCENARIOS, Context
+from core import workload
+from core.kafka_io import produce_file
+from core.oracle import load_profiles_jsonl
+from core.provision import provision_all
+from core.settings import Architecture, Settings
+from core.store.connection import ensure_database
+
+Echo = Callable[[str], None]
+LIVE_MICRO_BATCH_S = 4.0
+"""A live stream's micro-batch holds at most what the source produces in this long: a stream
+reading as events arrive sees its watermark move between micro-batches (one that caught up
+on everything at once would drop nothing as late)."""
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True, slots=True)
+class CompareSpec:
+    seed: int = 7
+    events: int = 6000
+    rate_per_s: float = 100.0
+    sample_every_s: float = 3.0
+    scenarios: tuple[str, ...] = SCENARIOS
+    out_dir: Path = Path("out/compare")
+    serve_port: int | None = None
+    """Run `lk serve` on this port for the run (the dashboard at `/`); None: no API process."""
+    publish: bool = True
+    job_timeout_s: float = 1800.0
+    catch_up_timeout_s: float = 900.0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    run: ComparisonRun
+    report: Path
+    json: Path
+    url: str | None
+    settings: Settings
+    """The run's namespace: `lk serve` with these answers for its data."""
+    logs: Path
+    notes: list[str] = field(default_factory=list)
+
+
+def run_comparison(
+    settings: Settings,
+    spec: CompareSpec,
+    echo: Echo,
+    progress: Callable[[int, int], None] | None = None,
+) -> Outcome:
+    name = f"cmp-{datetime.now(UTC):%Y%m%d%H%M%S}"
+    ns = settings.namespaced(name).model_copy(update={"architecture": Architecture.BOTH})
+    out = spec.out_dir / name
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+
+    echo(f"== namespace {name}: its own topics, buckets and serving database")
+    ensure_database(ns)
+    for line in provision_all(ns):
+        echo(f"  {line}")
+
+    events_file = out / "events.jsonl"
+    profiles_file = workload.default_profiles_path(events_file)
+    stats = workload.generate(
+        workload.WorkloadSpec(
+            seed=spec.seed, events=spec.events, watermark_delay_ms=ns.watermark_delay_ms
+        ),
+        events_file,
+        profiles_file,
+    )
+    echo(f"== workload: seed {spec.seed}, {spec.events:,} event lines")
+    for line in workload.summary(stats).splitlines():
+        echo(f"  {line}")
+    produce_file(ns, profiles_file, ns.profiles_topic)  # the user table's CDC, up front
+
+    run = ComparisonRun(
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        workload={
+            "seed": spec.seed,
+            "events": spec.events,
+            "rate_per_s": spec.rate_per_s,
+            "duration_s": spec.events / spec.rate_per_s,
+            "namespace": name,
+            "watermark_delay_minutes": ns.watermark_delay_minutes,
+            "sample_every_s": spec.sample_every_s,
+        },
+        log_file=str(logs),
+    )
+    clock = Clock()
+    lines = [line for line in events_file.read_bytes().splitlines(keepends=True) if line.strip()]
+    feed = SteadyFeed(ns, lines, spec.rate_per_s, out, clock)
+    sampler = Sampler(ns, clock, feed, load_profiles_jsonl(profiles_file), spec.sample_every_s)
+    deployment = Deployment(
+        ns, logs, spec.serve_port, max(50, round(spec.rate_per_s * LIVE_MICRO_BATCH_S))
+    )
+    echo(f"== deploying both architectures as processes (their logs: {logs})")
+    deployment.start()
+    if spec.serve_port is not None:
+        echo(f"  the dashboard: http://{ns.host}:{spec.serve_port}/")
+    ctx = Context(
+        ns, clock, deployment, feed, sampler, run, profiles_file, echo,
+        spec.job_timeout_s, spec.catch_up_timeout_s,
+    )  # fmt: skip
+    if progress is not None:
+        ctx.progress = progress
+    sampler.start()
+    try:
+        for scenario in spec.scenarios:
+            PLAYS[scenario](ctx)
+    finally:
+        sampler.stop()
+        deployment.stop()
+
+    run.samples = sampler.samples
+    run.freshness = sampler.freshness()
+    run.cost = deployment.costs()
+    run.stored = stored.measure(ns)
+    run.chart_weight = chart_weight.measure()
+    run.code = code_size.measure(ROOT)
+    report, json_file = write_report(run, out)
+    url = publish(settings, out) if spec.publish else None
+    return Outcome(run, report, json_file, url, ns, logs)

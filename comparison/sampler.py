@@ -1,0 +1,206 @@
+"""Every few seconds, each architecture's served answer against the oracle; and freshness.
+
+A sample reads every view of both architectures as a reader would (`serving.repository`, one
+snapshot per view) and measures its distance from the oracle computed over the lines the feed
+has produced so far, under the logic version the run intends to serve. Between samples the
+streams' committed offsets are polled: the moment an architecture's offsets pass a produced
+chunk's end, that chunk is visible, and its freshness is the time since it was produced.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from comparison.errors import ComparisonError
+from comparison.feed import Clock, Mark, SteadyFeed
+from comparison.figures import Freshness, Sample
+from core.catalog import VIEW_NAMES
+from core.comparison import view_distance
+from core.oracle import OracleResult, compute_views, logic_filter
+from core.settings import Settings
+from core.store import realtime, versions
+from core.store.connection import connect
+from core.store.streams import LAMBDA_SPEED, kappa_stream
+from serving.filters import parse_view_query
+from serving.repository import read_view
+
+ARCHITECTURES = ("lambda", "kappa")
+PROGRESS_POLL_S = 0.5
+
+
+def served(settings: Settings, architecture: str) -> dict[str, tuple[list[dict[str, Any]], Any]]:
+    """Every view of `architecture` as the serving layer answers it: view → (rows, meta)."""
+    answers = {}
+    with connect(settings) as conn:
+        for view in VIEW_NAMES:
+            rows, meta = read_view(conn, parse_view_query(view, [], architecture))  # type: ignore[arg-type]
+            answers[view] = ([dict(r) for r in rows], meta)
+    return answers
+
+
+class Sampler:
+    """Samples both architectures in a thread of its own until stopped."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Clock,
+        feed: SteadyFeed,
+        profiles: list[Any],
+        every_s: float,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.feed = feed
+        self.profiles = profiles
+        self.every_s = every_s
+        self.scenario = "steady"
+        self.logic_version = "1"
+        """The logic version the run means to serve: the oracle's (a bug is measured as the
+        distance from the intended logic, not from the deployed one)."""
+        self.samples: list[Sample] = []
+        self.lags: dict[str, list[float]] = {a: [] for a in ARCHITECTURES}
+        self._visible: dict[str, int] = dict.fromkeys(ARCHITECTURES, 0)
+        self._oracles: dict[tuple[int, str], OracleResult] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    # -- the oracle ------------------------------------------------------------------------
+
+    def oracle(self, produced: int | None = None, logic_version: str | None = None) -> OracleResult:
+        """The views over the first `produced` lines (default: all produced so far)."""
+        n = self.feed.produced_lines if produced is None else produced
+        logic = logic_version or self.logic_version
+        key = (n, logic)
+        if key not in self._oracles:
+            self._oracles = {k: v for k, v in self._oracles.items() if k[0] == n}  # keep one
+            self._oracles[key] = compute_views(
+                self.feed.lines[:n], self.profiles, keep=logic_filter(logic)
+            )
+        return self._oracles[key]
+
+    # -- samples ---------------------------------------------------------------------------
+
+    def sample(self) -> list[Sample]:
+        """One sample of every view of both architectures, now."""
+        with self._lock:
+            produced = self.feed.produced_lines
+            oracle = self.oracle(produced)
+            taken = []
+            for architecture in ARCHITECTURES:
+                at = self.clock.now()
+                try:
+                    answers = served(self.settings, architecture)
+                except Exception:  # the store is down: a gap in what readers get
+                    taken += [
+                        Sample(at, self.scenario, architecture, v, produced, 0, 0, None, 503)
+                        for v in VIEW_NAMES
+                    ]
+                    continue
+                for view, (rows, meta) in answers.items():
+                    distance = view_distance(view, rows, oracle.views[view])
+                    taken.append(
+                        Sample(
+                            at,
+                            self.scenario,
+                            architecture,
+                            view,
+                            produced,
+                            distance.expected,
+                            distance.off,
+                            meta.view_version,
+                        )
+                    )
+            self.samples += taken
+            return taken
+
+    def rows_off(self, architecture: str, logic_version: str | None = None) -> int:
+        """Rows off in every view of `architecture` now, against the whole produced log."""
+        oracle = self.oracle(logic_version=logic_version)
+        answers = served(self.settings, architecture)
+        return sum(
+            view_distance(view, rows, oracle.views[view]).off
+            for view, (rows, _meta) in answers.items()
+        )
+
+    # -- freshness -------------------------------------------------------------------------
+
+    def _poll_progress(self) -> None:
+        with connect(self.settings) as conn:
+            live = versions.current(conn, "kappa")
+            streams = {"lambda": LAMBDA_SPEED}
+            if live is not None:
+                streams["kappa"] = kappa_stream(live.version)
+            read = {a: realtime.load_progress(conn, s).offsets for a, s in streams.items()}
+        now = self.clock.now()
+        marks: list[Mark] = list(self.feed.marks)
+        for architecture, offsets in read.items():
+            seen = self._visible[architecture]
+            while seen < len(marks) and all(
+                offsets.get(tp, 0) >= end for tp, end in marks[seen].events_end.items()
+            ):
+                self.lags[architecture].append(now - marks[seen].produced_at_s)
+                seen += 1
+            self._visible[architecture] = seen
+
+    def caught_up(self) -> bool:
+        """Whether both architectures' streams have made every produced chunk visible."""
+        self._poll_progress()
+        return all(n >= len(self.feed.marks) for n in self._visible.values())
+
+    def freshness(self) -> list[Freshness]:
+        return [
+            Freshness(a, lags, percentile(lags, 50), percentile(lags, 99))
+            for a, lags in self.lags.items()
+        ]
+
+    # -- the thread ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        next_sample = 0.0
+        while not self._stop.is_set():
+            try:
+                self._poll_progress()
+                if self.clock.now() >= next_sample:
+                    self.sample()
+                    next_sample = self.clock.now() + self.every_s
+            except Exception:  # noqa: S110 - a store outage is sampled as such, never fatal
+                pass
+            self._stop.wait(PROGRESS_POLL_S)
+
+
+def percentile(values: Sequence[float], q: int) -> float | None:
+    """The `q`-th percentile (inclusive method); None without values."""
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def wait_for(
+    condition: Callable[[], bool], timeout_s: float, what: str, step_s: float = 1.0
+) -> float:
+    """Poll `condition` until it holds; the seconds it took. `ComparisonError` naming `what`
+    after `timeout_s`."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started >= timeout_s:
+            raise ComparisonError(f"{what}: not within {timeout_s:.0f} s")
+        time.sleep(step_s)
+    return time.monotonic() - started

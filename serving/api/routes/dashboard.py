@@ -1,0 +1,58 @@
+"""`GET /`: the live dashboard, Lambda and Kappa side by side for one view.
+
+A static page (`serving/dashboard/`): its script polls `GET /v1/views/{view}` for each
+architecture every 2 s with `If-None-Match`, so an unchanged view costs a 304 and no rows. The
+page carries the views' catalogue and the page size it may ask for, so the script repeats
+neither. Its assets, uPlot included (vendored: no CDN at run time), are served under
+`/dashboard/`. Neither is part of the API (CONTRACT §5), so neither is in the OpenAPI schema.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+
+from core.catalog import VIEWS
+from serving.api.deps import app_settings
+
+DASHBOARD_DIR = Path(__file__).resolve().parents[2] / "dashboard"
+ASSETS_PATH = "/dashboard"
+CONFIG_SLOT = "{{config}}"  # in index.html: where the page's configuration goes
+
+router = APIRouter(include_in_schema=False)
+
+
+@cache
+def _template() -> str:
+    return (DASHBOARD_DIR / "index.html").read_text(encoding="utf-8")
+
+
+def page_config(page_limit: int) -> dict[str, object]:
+    """What the script needs to know: each view's fields in row order, and the largest page."""
+    return {
+        "views": {
+            name: {"keys": spec.keys, "time_fields": spec.time_fields, "values": spec.values}
+            for name, spec in VIEWS.items()
+        },
+        "page_limit": page_limit,
+    }
+
+
+@router.get("/", response_class=HTMLResponse)
+async def dashboard(request: Request) -> HTMLResponse:
+    """The dashboard page (HTML); it reads the API from the browser."""
+    config = json.dumps(page_config(app_settings(request).serve_page_limit_max))
+    # `<\/`: no value may close the <script> element the configuration sits in.
+    html = _template().replace(CONFIG_SLOT, config.replace("</", "<\\/"))
+    # no-cache: a redeployed API's page, and its catalogue, are picked up at the next load.
+    return HTMLResponse(html, headers={"Cache-Control": "no-cache"})
+
+
+def assets() -> StaticFiles:
+    """The page's script, style and vendored libraries, to mount at `ASSETS_PATH`."""
+    return StaticFiles(directory=DASHBOARD_DIR)

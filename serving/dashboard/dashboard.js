@@ -1,0 +1,343 @@
+// The live dashboard (index.html): for the chosen view, each architecture's answer from
+// GET /v1/views/{view}, its meta, and two charts over the time the page has been open.
+//
+// Each architecture is polled every POLL_MS with the ETag of the answer on screen in
+// If-None-Match: while no micro-batch commits and no alias moves, the API answers 304 after
+// one statement, without reading a row. Only a changed answer is read whole (page by page,
+// for the totals). A failed poll (503 while the store is down, or no answer at all) shows a
+// banner on that architecture's panel and polling goes on, so the page recovers by itself.
+"use strict";
+
+const POLL_MS = 2000;
+const REQUEST_TIMEOUT_MS = 10000; // a request that hangs must not stop the polling
+const MAX_ROWS = 100000; // rows read per changed answer, for the totals; more: "100,000+"
+const TABLE_ROWS = 50;
+const HISTORY_POINTS = 900; // 30 minutes of polls per chart
+const CHART_HEIGHT = 130;
+
+const ARCHITECTURES = [
+  { name: "lambda", title: "Lambda", color: "#c05621" },
+  { name: "kappa", title: "Kappa", color: "#2b6cb0" },
+];
+
+// Written into the page by the server: each view's fields in row order, and the API's
+// largest page (LK_SERVE_PAGE_LIMIT_MAX).
+const config = JSON.parse(document.getElementById("config").textContent);
+const integer = new Intl.NumberFormat("en-US");
+
+let view = initialView();
+let generation = 0; // bumped when the view changes: answers to older polls are dropped
+let timer = null;
+// Each chart as wide as its cell, from the first layout on and whenever the window changes.
+const resized = new ResizeObserver((entries) => {
+  for (const { target } of entries) {
+    target.plot?.setSize({ width: chartWidth(target), height: CHART_HEIGHT });
+  }
+});
+const panels = ARCHITECTURES.map(createPanel);
+
+function initialView() {
+  const asked = location.hash.slice(1); // #sessions: a view can be linked to
+  return Object.hasOwn(config.views, asked) ? asked : Object.keys(config.views)[0];
+}
+
+// The field a chart sums: the view's first value (count, users, searches, revenue_cents,
+// events).
+function mainValue() {
+  return config.views[view].values[0];
+}
+
+function columns() {
+  const spec = config.views[view];
+  return [...spec.keys, ...spec.time_fields, ...spec.values];
+}
+
+// --- one panel per architecture -------------------------------------------------------------
+
+function createPanel(architecture) {
+  const node = document.getElementById("panel").content.firstElementChild.cloneNode(true);
+  node.id = architecture.name;
+  node.dataset.architecture = architecture.name;
+  node.querySelector(".name").textContent = architecture.title;
+  document.getElementById("architectures").append(node);
+  return { ...architecture, node, charts: [] };
+}
+
+function reset(panel) {
+  Object.assign(panel, {
+    etag: null, // of the answer on screen
+    answer: null, // { rows (first TABLE_ROWS), rowCount, total, partial, meta, readAt }
+    error: null,
+    unchanged: 0, // 304s since the answer on screen was read
+    history: [[], [], []], // poll time (s), total, rows; null while unavailable: a gap
+  });
+  for (const chart of panel.charts) chart.destroy();
+  const value = mainValue();
+  panel.charts = [
+    chart(panel, ".chart.total", `total ${value}`, 1),
+    chart(panel, ".chart.rows", "rows", 2),
+  ];
+  renderAnswer(panel);
+  renderStatus(panel);
+}
+
+function chart(panel, selector, title, series) {
+  const target = panel.node.querySelector(selector);
+  target.replaceChildren();
+  const plot = new uPlot(
+    {
+      title,
+      width: chartWidth(target),
+      height: CHART_HEIGHT,
+      legend: { show: false },
+      scales: { x: { time: true } },
+      axes: [{ space: 50 }, { size: 64 }],
+      series: [
+        {},
+        {
+          label: title,
+          stroke: panel.color,
+          width: 2,
+          fill: `${panel.color}1a`,
+          // A value holds until the next answer that changed it: steps, not slopes.
+          paths: uPlot.paths.stepped({ align: 1 }),
+        },
+      ],
+    },
+    [[], []],
+    target,
+  );
+  plot.seriesIndex = series; // which of panel.history it draws
+  target.plot = plot;
+  resized.observe(target);
+  return plot;
+}
+
+function chartWidth(target) {
+  return Math.max(target.clientWidth, 160);
+}
+
+// --- polling ----------------------------------------------------------------------------------
+
+// A poll that got no answer: the API's reason (503: "the serving store is unavailable: <why>"),
+// or why the API could not be reached.
+class PollFailed extends Error {
+  constructor(message, status = null) {
+    super(message);
+    this.status = status;
+  }
+}
+
+async function fetchPage(architecture, cursor, etag) {
+  const params = new URLSearchParams({ architecture, limit: String(config.page_limit) });
+  if (cursor !== null) params.set("cursor", cursor);
+  let response;
+  try {
+    response = await fetch(`v1/views/${encodeURIComponent(view)}?${params}`, {
+      // Our own If-None-Match, and no browser cache: a 304 reaches this script as a 304.
+      headers: etag === null ? {} : { "If-None-Match": etag },
+      cache: "no-store",
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    });
+  } catch (error) {
+    throw new PollFailed(`the serving API does not answer (${error.message})`);
+  }
+  if (response.status === 304) return null;
+  if (!response.ok) throw new PollFailed(await reason(response), response.status);
+  return { etag: response.headers.get("ETag"), body: await response.json() };
+}
+
+async function reason(response) {
+  try {
+    const body = await response.json();
+    if (typeof body.detail === "string") return body.detail;
+  } catch {
+    // not the API's JSON (a proxy's error page): the status says enough
+  }
+  return `the serving API answered ${response.status} ${response.statusText}`.trim();
+}
+
+// A changed answer, read whole: the first page's rows for the table, every page for the totals
+// (at most MAX_ROWS). A page is one snapshot; a cursor whose version the alias left (a hand-off,
+// a Kappa switch) gets 409, and the next poll reads the new version from its start.
+async function readAnswer(architecture, first) {
+  const value = mainValue();
+  let { body } = first;
+  const answer = {
+    rows: body.rows.slice(0, TABLE_ROWS),
+    rowCount: 0,
+    total: 0,
+    partial: false,
+    meta: body.meta,
+    readAt: new Date(),
+  };
+  for (;;) {
+    answer.rowCount += body.rows.length;
+    for (const row of body.rows) answer.total += Number(row[value]) || 0;
+    const cursor = body.meta.next_cursor;
+    if (cursor === null) return answer;
+    if (answer.rowCount >= MAX_ROWS) return { ...answer, partial: true };
+    ({ body } = await fetchPage(architecture, cursor, null));
+  }
+}
+
+async function poll(panel, polled) {
+  let error = null;
+  let answer = null;
+  let moved = false;
+  let etag = panel.etag;
+  try {
+    const first = await fetchPage(panel.name, null, panel.etag);
+    if (first !== null) {
+      answer = await readAnswer(panel.name, first);
+      etag = first.etag;
+    }
+  } catch (failure) {
+    if (!(failure instanceof PollFailed)) console.error(failure); // a bug of this page
+    // 409: the alias moved mid-read, no failure; the answer on screen stays until the next poll.
+    moved = failure.status === 409;
+    if (!moved) {
+      error = failure instanceof PollFailed ? failure.message : `the page failed: ${failure}`;
+    }
+  }
+  if (polled !== generation) return; // the view changed meanwhile
+  panel.error = error;
+  if (answer !== null) {
+    Object.assign(panel, { answer, etag, unchanged: 0 });
+    renderAnswer(panel);
+  } else if (error === null && !moved) {
+    panel.unchanged += 1;
+  }
+  record(panel);
+  renderStatus(panel);
+}
+
+async function tick() {
+  const polled = generation;
+  // A hidden tab polls nothing; it catches up when shown again (visibilitychange).
+  if (!document.hidden) await Promise.all(panels.map((panel) => poll(panel, polled)));
+  if (polled === generation) schedule(POLL_MS);
+}
+
+function schedule(delay) {
+  clearTimeout(timer);
+  timer = setTimeout(tick, delay);
+}
+
+function selectView(name) {
+  view = name;
+  history.replaceState(null, "", `#${name}`);
+  generation += 1;
+  panels.forEach(reset);
+  schedule(0);
+}
+
+// --- rendering --------------------------------------------------------------------------------
+
+function record(panel) {
+  const [times, totals, rows] = panel.history;
+  const ok = panel.error === null && panel.answer !== null;
+  times.push(Date.now() / 1000);
+  totals.push(ok ? panel.answer.total : null);
+  rows.push(ok ? panel.answer.rowCount : null);
+  if (times.length > HISTORY_POINTS) panel.history.forEach((column) => column.shift());
+  for (const plot of panel.charts) {
+    plot.setData([times, panel.history[plot.seriesIndex]]);
+  }
+}
+
+function renderStatus(panel) {
+  const { node, answer, error } = panel;
+  const banner = node.querySelector(".banner");
+  banner.hidden = error === null;
+  node.classList.toggle("stale", error !== null);
+  if (error !== null) {
+    const kept = answer === null ? "" : `; the last answer read (${clock(answer.readAt)}) is shown`;
+    const note = document.createElement("span");
+    note.className = "muted";
+    note.textContent = `retrying every ${POLL_MS / 1000} s${kept}`;
+    banner.replaceChildren(error, note);
+  }
+  node.querySelector(".status").textContent =
+    answer === null
+      ? "waiting for a first answer"
+      : `read at ${clock(answer.readAt)}; since then ${panel.unchanged} unchanged (304)`;
+}
+
+function renderAnswer(panel) {
+  const { node, answer, name } = panel;
+  const meta = answer === null ? null : answer.meta;
+  for (const field of node.querySelectorAll("[data-meta]")) {
+    field.textContent = metaText(name, field.dataset.meta, meta);
+  }
+  const summary = node.querySelector(".summary");
+  const head = node.querySelector("thead");
+  const body = node.querySelector("tbody");
+  const fields = columns();
+  head.replaceChildren(row(fields.map((field) => cell("th", field, field))));
+  if (answer === null) {
+    summary.textContent = "";
+    body.replaceChildren();
+    return;
+  }
+  const count = `${integer.format(answer.rowCount)}${answer.partial ? "+" : ""}`;
+  const total = `${integer.format(answer.total)}${answer.partial ? "+" : ""}`;
+  summary.textContent =
+    `${count} rows, total ${mainValue()} ${total}` +
+    (answer.rowCount > TABLE_ROWS ? `; the first ${TABLE_ROWS} are shown` : "");
+  body.replaceChildren(
+    ...answer.rows.map((values) =>
+      row(fields.map((field) => cell("td", field, format(field, values[field])))),
+    ),
+  );
+}
+
+function metaText(architecture, field, meta) {
+  if (meta === null) return "…";
+  const value = meta[field];
+  if (field === "batch_cutoff" && architecture === "kappa") return "none (no batch layer)";
+  if (value === null) return field === "view_version" ? "none published yet" : "none yet";
+  return format(field, value);
+}
+
+function row(cells) {
+  const tr = document.createElement("tr");
+  tr.append(...cells);
+  return tr;
+}
+
+function cell(tag, field, text) {
+  const node = document.createElement(tag);
+  node.textContent = text;
+  if (isNumeric(field)) node.className = "number";
+  return node;
+}
+
+function isNumeric(field) {
+  return Object.values(config.views).some((spec) => spec.values.includes(field)) ||
+    ["late_dropped", "quarantined", "view_version"].includes(field);
+}
+
+function format(field, value) {
+  if (field === "ctr") return value.toFixed(3); // the one fraction among the values
+  if (typeof value === "number") return integer.format(value);
+  // ISO 8601 instants in UTC: "2026-11-01T10:00:00.000Z" -> "2026-11-01 10:00:00"
+  if (/^\d{4}-\d\d-\d\dT.*Z$/.test(value)) return value.replace("T", " ").replace(/(\.0+)?Z$/, "");
+  return String(value);
+}
+
+function clock(date) {
+  return date.toTimeString().slice(0, 8);
+}
+
+// --- start ------------------------------------------------------------------------------------
+
+const select = document.getElementById("view");
+for (const name of Object.keys(config.views)) select.add(new Option(name, name));
+select.value = view;
+select.addEventListener("change", () => selectView(select.value));
+document.addEventListener("visibilitychange", () => {
+  if (!document.hidden) schedule(0);
+});
+panels.forEach(reset); // once both panels are laid out: each chart's width is its cell's
+schedule(0);

@@ -1,0 +1,394 @@
+"""The comparison's report (comparison.report): every figure drawn from a realistic run, shown
+by a real browser (Debian's Chromium through Playwright) without a request or a console error;
+a run that measured nothing says so per figure; the JSON beside it reads back equal."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from comparison.figures import (
+    ChartWeight,
+    CodeSize,
+    Compaction,
+    ComparisonRun,
+    ComponentCost,
+    Freshness,
+    LateData,
+    ReadersView,
+    Reprocessing,
+    Sample,
+    ScenarioSpan,
+    StoredBytes,
+    WrongAnswers,
+)
+from comparison.report import JSON_FILE, REPORT_FILE, render, write_report
+from tests.browser import chromium
+
+FIGURE_IDS = (
+    "fig-error",
+    "fig-freshness",
+    "fig-late",
+    "fig-reprocessing",
+    "fig-wrong-answers",
+    "fig-compaction",
+    "fig-cost-cpu",
+    "fig-cost-memory",
+    "fig-stored",
+    "fig-weight",
+    "fig-code",
+)
+VIEWS = ("page_views", "unique_users", "search_ctr", "revenue_by_segment", "sessions")
+MIB, GIB = 2**20, 2**30
+NOT_MEASURED = "Not measured in this run."
+
+
+def _share_off(architecture: str, view: str, t: float) -> tuple[float, int]:
+    """A plausible error curve and served version: Lambda's late rows vanish at each hourly-like
+    hand-off (every 150 s here); Kappa keeps its late-dropped rows until a replay."""
+    weight = 1.0 + VIEWS.index(view) / 4
+    if architecture == "lambda":
+        handoffs = [h for h in (150, 300, 450, 600) if h <= t]
+        since = t - (handoffs[-1] if handoffs else 0)
+        share = 0.004 * weight * since / 30 if t >= 120 else 0.0
+        if 260 <= t < 330:  # the new logic is live, the batch with it not yet published
+            share = 0.35
+        if 440 <= t < 540:  # the buggy logic, until its recompute
+            share = 0.6 if view == "revenue_by_segment" else 0.2
+        return share, 1 + len(handoffs) + (t >= 330) + (t >= 540)
+    share = 0.025 * weight if t >= 150 else 0.0
+    if 260 <= t < 380:
+        share = 0.35
+    if 440 <= t < 510:
+        share = 0.6 if view == "revenue_by_segment" else 0.2
+    if t >= 650 and view == "revenue_by_segment":
+        share += 0.04  # the compacted profiles' history
+    return share, 1 + (t >= 380) + (t >= 510) + (t >= 650)
+
+
+def synthetic_run() -> ComparisonRun:
+    """A run with every field filled: 12 minutes of both architectures, five scenarios."""
+    rng = random.Random(11)
+    samples = []
+    for step in range(0, 720, 8):
+        t = float(step)
+        for architecture in ("lambda", "kappa"):
+            for view in VIEWS:
+                expected = 40 + step // 2
+                if architecture == "kappa" and 376 <= t < 392:  # the switch's brief outage
+                    samples.append(
+                        Sample(t, "logic-change", architecture, view, 0, expected, 0, None, 503)
+                    )
+                    continue
+                share, version = _share_off(architecture, view, t)
+                scenario = ("steady", "late", "logic-change", "bug-and-fix", "compaction")[
+                    min(step // 150, 4)
+                ]
+                samples.append(
+                    Sample(
+                        t,
+                        scenario,
+                        architecture,
+                        view,
+                        step * 25,
+                        expected,
+                        round(share * expected),
+                        version,
+                    )
+                )
+    lags = {
+        architecture: [round(rng.lognormvariate(math.log(median), 0.45), 3) for _ in range(300)]
+        for architecture, median in (("lambda", 2.2), ("kappa", 1.7))
+    }
+    return ComparisonRun(
+        created_at="2026-11-24T15:30:00Z",
+        workload={
+            "seed": 42,
+            "events": 18_000,
+            "rate_per_s": 25,
+            "duration_s": 720,
+            "profiles": 400,
+            "late_events": 410,
+        },
+        scenarios=[
+            ScenarioSpan("steady", "steady state", 0, 120),
+            ScenarioSpan("late", "late events", 120, 240, ["410 events 20 min late"]),
+            ScenarioSpan("logic-change", "logic change v2", 240, 420, ["deployed at 260 s"]),
+            ScenarioSpan("bug-and-fix", "bug and fix", 420, 600, ["v-bug at 440 s, fixed by v3"]),
+            ScenarioSpan("compaction", "profiles compacted", 600, 720),
+        ],
+        samples=samples,
+        freshness=[
+            Freshness("lambda", lags["lambda"], 2.2, 5.6),
+            Freshness("kappa", lags["kappa"], 1.7, 4.4),
+        ],
+        late=[LateData("lambda", 412, 37, 0, 300.0), LateData("kappa", 398, 35, 35, None)],
+        reprocessing=[
+            Reprocessing(
+                "logic-change",
+                "lambda",
+                "v2",
+                "batch recompute",
+                62.0,
+                210.5,
+                int(2.1 * GIB),
+                ReadersView(48, [3, 4], 0, 0),
+            ),
+            Reprocessing(
+                "logic-change",
+                "kappa",
+                "v2",
+                "replay",
+                118.0,
+                384.0,
+                int(1.6 * GIB),
+                ReadersView(52, [1, 2], 2, 0),
+            ),
+            Reprocessing(
+                "bug-and-fix",
+                "lambda",
+                "v3",
+                "batch recompute",
+                70.0,
+                231.0,
+                int(2.2 * GIB),
+                ReadersView(44, [6, 7], 0, 0),
+            ),
+            Reprocessing(
+                "bug-and-fix",
+                "kappa",
+                "v3",
+                "replay",
+                55.0,
+                190.0,
+                int(1.5 * GIB),
+                ReadersView(40, [2, 3], 0, 0),
+            ),
+        ],
+        wrong_answers=[
+            WrongAnswers("lambda", "v-bug", 440.0, 540.0, 70.0, 231.0),
+            WrongAnswers("kappa", "v-bug", 440.0, 510.0, 55.0, 190.0),
+        ],
+        compaction=Compaction(
+            profile_records_before=1_830,
+            profile_records_after=400,
+            rows_differing={"lambda": 0, "kappa": 14},
+            explanation="Kappa's replay joined 61 orders placed before a segment change with "
+            "the user's current segment: the older profile versions were compacted away. "
+            "Lambda's master dataset kept them.",
+        ),
+        cost=[
+            ComponentCost("kafka", "shared", 95.0, 820 * MIB),
+            ComponentCost("postgres", "shared", 140.0, 310 * MIB),
+            ComponentCost("minio", "shared", 22.0, 180 * MIB),
+            ComponentCost("serving API", "shared", 64.0, 240 * MIB),
+            ComponentCost("archiver", "lambda", 180.0, 1_400 * MIB),
+            ComponentCost("batch", "lambda", 441.5, 2_250 * MIB),
+            ComponentCost("speed layer", "lambda", 260.0, 1_350 * MIB),
+            ComponentCost("kappa stream", "kappa", 275.0, 1_300 * MIB),
+            ComponentCost("kappa replay", "kappa", 574.0, 1_650 * MIB),
+        ],
+        stored=[
+            StoredBytes("lambda", "master dataset", 46 * MIB),
+            StoredBytes("lambda", "batch views", 9 * MIB),
+            StoredBytes("lambda", "real-time views", 3 * MIB),
+            StoredBytes("lambda", "checkpoints", 2 * MIB),
+            StoredBytes("kappa", "retained log", 31 * MIB),
+            StoredBytes("kappa", "view versions", 11 * MIB),
+            StoredBytes("kappa", "checkpoints", 3 * MIB),
+        ],
+        chart_weight=[
+            ChartWeight(
+                "lambda",
+                35,
+                {
+                    "ConfigMap": 4,
+                    "Deployment": 7,
+                    "Job": 3,
+                    "NetworkPolicy": 8,
+                    "Role": 1,
+                    "RoleBinding": 1,
+                    "Secret": 1,
+                    "Service": 6,
+                    "ServiceAccount": 1,
+                    "StatefulSet": 3,
+                },
+                1560,
+                6_341_787_648,
+            ),
+            ChartWeight(
+                "kappa",
+                31,
+                {
+                    "ConfigMap": 4,
+                    "Deployment": 6,
+                    "Job": 3,
+                    "NetworkPolicy": 8,
+                    "Secret": 1,
+                    "Service": 6,
+                    "StatefulSet": 3,
+                },
+                1360,
+                5_402_263_552,
+            ),
+            ChartWeight(
+                "both",
+                36,
+                {
+                    "ConfigMap": 4,
+                    "Deployment": 8,
+                    "Job": 3,
+                    "NetworkPolicy": 8,
+                    "Role": 1,
+                    "RoleBinding": 1,
+                    "Secret": 1,
+                    "Service": 6,
+                    "ServiceAccount": 1,
+                    "StatefulSet": 3,
+                },
+                1860,
+                7_415_529_472,
+            ),
+        ],
+        code=CodeSize(
+            shared=7_725,
+            lambda_only=823,
+            kappa_only=353,
+            by_room={
+                "core": {"part": "shared", "lines": 3_673},
+                "lk": {"part": "shared", "lines": 1_300},
+                "quality": {"part": "shared", "lines": 1_061},
+                "serving": {"part": "shared", "lines": 1_032},
+                "stream_engine": {"part": "shared", "lines": 357},
+                "dags": {"part": "shared", "lines": 302},
+                "batch_layer": {"part": "lambda", "lines": 625},
+                "speed_layer": {"part": "lambda", "lines": 103},
+                "dags/lambda_*": {"part": "lambda", "lines": 95},
+                "kappa": {"part": "kappa", "lines": 320},
+                "dags/kappa_*": {"part": "kappa", "lines": 33},
+                "infra": {"part": "tooling", "lines": 3_761},
+                "tests": {"part": "tooling", "lines": 11_788},
+            },
+        ),
+        log_file="compare.log",
+    )
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[ComparisonRun, Path, Path]:
+    """The synthetic run, its report and its JSON written once for the module (a render
+    draws eleven figures: about a second)."""
+    run = synthetic_run()
+    page, data = write_report(run, tmp_path_factory.mktemp("report") / "out")
+    return run, page, data
+
+
+def _section(page: str, fig_id: str) -> str:
+    """The HTML of one figure's section."""
+    start = page.index(f'id="{fig_id}"')
+    end = page.find("<section", start)
+    return page[start : end if end != -1 else len(page)]
+
+
+def test_the_report_shows_every_figure_in_a_browser_without_a_request(
+    written: tuple[ComparisonRun, Path, Path],
+) -> None:
+    _, page_path, _ = written
+    url = page_path.as_uri()
+    requests: list[str] = []
+    errors: list[str] = []
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.on("request", lambda r: requests.append(r.url))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url, wait_until="load")
+        for fig_id in FIGURE_IDS:
+            section = page.locator(f"#{fig_id}")
+            assert section.is_visible(), fig_id
+            assert section.locator("img").count() == 1, fig_id
+            assert section.locator("aside.how").is_visible(), fig_id
+        broken = page.evaluate(
+            "[...document.images].filter(i => !i.complete || i.naturalWidth < 200).length"
+        )
+        assert broken == 0
+        assert page.get_by_role("link", name=JSON_FILE).get_attribute("href") == JSON_FILE
+    # The page itself, and nothing else (images are inline data, never fetched).
+    assert [r for r in requests if not r.startswith("data:")] == [url]
+    assert errors == []
+
+
+def test_the_full_report_has_every_part_and_no_url_but_its_json(
+    written: tuple[ComparisonRun, Path, Path],
+) -> None:
+    page = written[1].read_text()
+    for fig_id in FIGURE_IDS:
+        section = _section(page, fig_id)
+        assert "How to read this" in section and NOT_MEASURED not in section, fig_id
+    without_images = re.sub(r'src="data:image/png;base64,[A-Za-z0-9+/=]+"', 'src=""', page)
+    assert not re.search(r"https?:|//[a-z]", without_images)  # nothing to fetch, nothing linked
+    assert set(re.findall(r'href="([^"#][^"]*)"', page)) == {JSON_FILE}
+    # Numbers a reader looks for are in the tables, not only in pixels.
+    reprocessing = _section(page, "fig-reprocessing")
+    assert "batch recompute" in reprocessing and "replay" in reprocessing and "3, 4" in reprocessing
+    assert "Lambda&#x27;s master dataset kept them." in _section(page, "fig-compaction")
+    assert "18000" in page and "2026-11-24T15:30:00Z" in page
+
+
+def test_a_run_that_measured_nothing_says_so_for_every_figure() -> None:
+    run = ComparisonRun(created_at="2026-11-24T16:00:00Z", workload={"seed": 1})
+    page = render(run)
+    for fig_id in FIGURE_IDS:
+        assert NOT_MEASURED in _section(page, fig_id), fig_id
+    assert "<img" not in page
+
+
+def test_figures_without_their_data_say_so_while_the_others_draw() -> None:
+    full = synthetic_run()
+    run = ComparisonRun(
+        created_at=full.created_at,
+        workload=full.workload,
+        samples=full.samples,
+        freshness=[Freshness("lambda", [], None, None), *full.freshness[1:]],
+        late=full.late,
+        code=full.code,
+    )
+    page = render(run)
+    drawn = {"fig-error", "fig-freshness", "fig-late", "fig-code"}
+    for fig_id in FIGURE_IDS:
+        section = _section(page, fig_id)
+        assert ("<img" in section) == (fig_id in drawn), fig_id
+        assert (NOT_MEASURED in section) == (fig_id not in drawn), fig_id
+
+
+def test_text_from_the_run_is_escaped() -> None:
+    run = ComparisonRun(
+        created_at="<em>now</em>",
+        workload={"<b>note</b>": "<i>x</i>"},
+        scenarios=[ScenarioSpan("late", "<u>late</u>", 0, 1, ["<s>note</s>"])],
+        compaction=Compaction(10, 4, {"kappa": 1}, "<script>alert('x')</script> & more"),
+    )
+    page = render(run)
+    for raw in ("<script>", "<b>", "<i>", "<em>", "<u>", "<s>"):
+        assert raw not in page, raw
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; more" in page
+
+
+def test_the_json_beside_the_report_reads_back_equal(
+    written: tuple[ComparisonRun, Path, Path], tmp_path: Path
+) -> None:
+    run, page, data = written
+    assert (page.name, data.name) == (REPORT_FILE, JSON_FILE) and page.parent == data.parent
+    assert ComparisonRun.read(data) == run
+    empty = ComparisonRun(created_at="2026-11-24T16:00:00Z", workload={})
+    assert ComparisonRun.read(empty.write(tmp_path / "empty.json")) == empty
+
+
+@pytest.mark.parametrize("fig_id", FIGURE_IDS)
+def test_each_figure_has_its_anchor_in_the_contents(fig_id: str) -> None:
+    page = render(ComparisonRun(created_at="2026-11-24T16:00:00Z", workload={}))
+    assert f'<a href="#{fig_id}">' in page

@@ -1,0 +1,101 @@
+"""The dashboard at `/`: its page and assets are served without a store, load nothing from
+another host, and stay out of the API's OpenAPI schema."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+from fastapi.testclient import TestClient
+
+from core.catalog import VIEWS
+from core.settings import Settings
+from serving.api.routes.dashboard import DASHBOARD_DIR
+from serving.main import create_app
+
+
+class _Page(HTMLParser):
+    """The URLs the page loads (`src`, `href`) and the text of its configuration script."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+        self.config = ""
+        self._in_config = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.urls += [value for name, value in attrs if name in ("src", "href") and value]
+        self._in_config = tag == "script" and ("id", "config") in attrs
+
+    def handle_data(self, data: str) -> None:
+        if self._in_config:
+            self.config += data
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_config = False
+
+
+def _client(**settings: object) -> TestClient:
+    # No lifespan (not entered as a context manager): no store is needed, none is reached.
+    return TestClient(create_app(Settings(**settings)))  # type: ignore[arg-type]
+
+
+def _page(client: TestClient) -> _Page:
+    response = client.get("/")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    assert response.headers["cache-control"] == "no-cache"
+    page = _Page()
+    page.feed(response.text)
+    return page
+
+
+def test_the_page_loads_only_local_assets_and_they_are_served() -> None:
+    client = _client()
+    page = _page(client)
+    assets = [url for url in page.urls if not url.startswith("data:")]
+    assert {"dashboard/dashboard.js", "dashboard/vendor/uplot/uPlot.iife.min.js"} <= set(assets)
+    for url in assets:
+        assert "://" not in url and not url.startswith("//"), url  # relative: this host
+        response = client.get(f"/{url}")
+        assert response.status_code == 200, url
+        assert response.content
+        kind = "javascript" if url.endswith(".js") else "css"
+        assert kind in response.headers["content-type"], (url, response.headers["content-type"])
+    # The page's own files name no other host either (the vendored uPlot names its home only
+    # in its licence comment).
+    for own in ("index.html", "dashboard.js", "dashboard.css"):
+        assert not re.search(r"https?://", (DASHBOARD_DIR / own).read_text()), own
+
+
+def test_the_page_carries_the_catalogue_and_the_largest_page() -> None:
+    config = json.loads(_page(_client(serve_page_limit=100, serve_page_limit_max=500)).config)
+    assert config["page_limit"] == 500
+    assert list(config["views"]) == list(VIEWS)
+    for name, spec in VIEWS.items():
+        fields = config["views"][name]
+        assert (fields["keys"], fields["time_fields"], fields["values"]) == (
+            list(spec.keys),
+            list(spec.time_fields),
+            list(spec.values),
+        )
+
+
+def test_the_dashboard_is_not_part_of_the_api_schema() -> None:
+    client = _client()
+    paths = client.get("/openapi.json").json()["paths"]
+    assert "/" not in paths and not any(path.startswith("/dashboard") for path in paths)
+    assert client.get("/dashboard/nope.js").status_code == 404
+
+
+def test_the_vendored_uplot_is_the_version_its_readme_names_with_its_licence() -> None:
+    vendor = DASHBOARD_DIR / "vendor"
+    banner = (vendor / "uplot" / "uPlot.iife.min.js").read_text()[:200]
+    version = re.search(r"\(v(\d+\.\d+\.\d+)\)", banner)
+    assert version, banner
+    assert (
+        f"uPlot](https://github.com/leeoniya/uPlot) {version[1]} "
+        in (vendor / "README.md").read_text()
+    )
+    assert "MIT License" in (vendor / "uplot" / "LICENSE").read_text()
