@@ -194,10 +194,7 @@ def _raise_failed(queries: list[tuple[StreamingQuery, _TopicArchiver]]) -> None:
 def archived(settings: Settings) -> dict[str, int]:
     """The offsets the archive has recorded, per ``topic/partition`` of both topics."""
     with connect(settings) as conn:
-        return {
-            **realtime.load_progress(conn, archiver_stream("events")).offsets,
-            **realtime.load_progress(conn, archiver_stream("profiles")).offsets,
-        }
+        return realtime.archived(conn)
 
 
 def drain(

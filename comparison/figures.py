@@ -9,6 +9,8 @@ run started; byte and CPU figures are measured, never estimated.
 from __future__ import annotations
 
 import json
+import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,12 +54,26 @@ class ScenarioSpan:
 
 @dataclass(frozen=True, slots=True)
 class Freshness:
-    """Produced → visible in the serving store, one value per produced chunk of events."""
+    """Produced → visible in the serving store, one value per produced chunk of events. The
+    percentiles are kept beside the lags so that the JSON states them; `of` derives them."""
 
     architecture: str
     lags_s: list[float]
     p50_s: float | None
     p99_s: float | None
+
+    @classmethod
+    def of(cls, architecture: str, lags_s: list[float]) -> Freshness:
+        return cls(architecture, lags_s, percentile(lags_s, 50), percentile(lags_s, 99))
+
+
+def percentile(values: Sequence[float], q: int) -> float | None:
+    """The `q`-th percentile (inclusive method); None without values."""
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
 @dataclass(frozen=True, slots=True)

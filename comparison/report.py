@@ -241,13 +241,6 @@ def error_figure(run: ComparisonRun) -> Section:
     return _section(fig_id, title, how, _image(fig, title))
 
 
-def _quantile(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def freshness_figure(run: ComparisonRun) -> Section:
     fig_id, title = "fig-freshness", "Freshness: produced → visible through the API"
     measured = [f for f in run.freshness if f.lags_s]
@@ -258,8 +251,7 @@ def freshness_figure(run: ComparisonRun) -> Section:
     axes = fig.subplots(len(measured), 1, sharex=True, squeeze=False)[:, 0]
     summary = []
     for ax, f in zip(axes, measured, strict=True):
-        p50 = f.p50_s if f.p50_s is not None else _quantile(f.lags_s, 0.5)
-        p99 = f.p99_s if f.p99_s is not None else _quantile(f.lags_s, 0.99)
+        p50, p99 = f.p50_s, f.p99_s
         ax.hist(f.lags_s, bins=40, color=_colour(f.architecture), alpha=0.8)
         for value, style, name in ((p50, "--", "p50"), (p99, ":", "p99")):
             if value is not None:

@@ -9,10 +9,9 @@ chunk's end, that chunk is visible, and its freshness is the time since it was p
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from comparison.errors import ComparisonError
@@ -24,7 +23,6 @@ from core.oracle import OracleResult, compute_views, logic_filter
 from core.settings import Settings
 from core.store import realtime, versions
 from core.store.connection import connect
-from core.store.streams import LAMBDA_SPEED, kappa_stream
 from serving.filters import parse_view_query
 from serving.repository import read_view
 
@@ -132,11 +130,12 @@ class Sampler:
 
     def _poll_progress(self) -> None:
         with connect(self.settings) as conn:
-            live = versions.current(conn, "kappa")
-            streams = {"lambda": LAMBDA_SPEED}
-            if live is not None:
-                streams["kappa"] = kappa_stream(live.version)
-            read = {a: realtime.load_progress(conn, s).offsets for a, s in streams.items()}
+            streams = {a: versions.live_stream(conn, a) for a in ARCHITECTURES}
+            read = {
+                a: realtime.load_progress(conn, s).offsets
+                for a, s in streams.items()
+                if s is not None
+            }
         now = self.clock.now()
         marks: list[Mark] = list(self.feed.marks)
         for architecture, offsets in read.items():
@@ -154,10 +153,7 @@ class Sampler:
         return all(n >= len(self.feed.marks) for n in self._visible.values())
 
     def freshness(self) -> list[Freshness]:
-        return [
-            Freshness(a, lags, percentile(lags, 50), percentile(lags, 99))
-            for a, lags in self.lags.items()
-        ]
+        return [Freshness.of(a, lags) for a, lags in self.lags.items()]
 
     # -- the thread ------------------------------------------------------------------------
 
@@ -182,15 +178,6 @@ class Sampler:
             except Exception:  # noqa: S110 - a store outage is sampled as such, never fatal
                 pass
             self._stop.wait(PROGRESS_POLL_S)
-
-
-def percentile(values: Sequence[float], q: int) -> float | None:
-    """The `q`-th percentile (inclusive method); None without values."""
-    if not values:
-        return None
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
 def wait_for(

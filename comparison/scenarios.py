@@ -40,7 +40,7 @@ from core.provision import configure_topic
 from core.settings import Settings
 from core.store import realtime, state, versions
 from core.store.connection import connect
-from core.store.streams import LAMBDA_SPEED, archiver_stream, kappa_stream
+from core.store.streams import archiver_stream
 
 Echo = Callable[[str], None]
 SCENARIOS = ("steady", "late", "logic-change", "bug-and-fix", "compaction")
@@ -155,10 +155,11 @@ def late(ctx: Context) -> None:
 def _streams_running(settings: Settings) -> bool:
     """Whether the speed layer, the Kappa job and the archiver have each committed a batch."""
     with connect(settings) as conn:
-        live = versions.current(conn, "kappa")
-        if live is None:
+        live = [versions.live_stream(conn, a) for a in ARCHITECTURES]
+        streams = [s for s in live if s is not None]
+        if len(streams) < len(live):
             return False
-        streams = (LAMBDA_SPEED, kappa_stream(live.version), archiver_stream("profiles"))
+        streams.append(archiver_stream("profiles"))
         return all(realtime.load_progress(conn, s).last_batch_id >= 0 for s in streams)
 
 
@@ -166,10 +167,7 @@ def _archived_all(settings: Settings) -> bool:
     """Whether the master dataset holds the whole log (the archiver's recorded offsets)."""
     end = log_end(settings)
     with connect(settings) as conn:
-        archived = {
-            **realtime.load_progress(conn, archiver_stream("events")).offsets,
-            **realtime.load_progress(conn, archiver_stream("profiles")).offsets,
-        }
+        archived = realtime.archived(conn)
     return all(archived.get(tp, 0) >= n for tp, n in end.items())
 
 
@@ -438,8 +436,8 @@ def _full_history_oracle(ctx: Context, architecture: str) -> list[dict[str, Any]
     keep = logic_filter(ctx.sampler.logic_version)
     if architecture == "kappa":
         with connect(ctx.settings) as conn:
-            live = versions.current(conn, "kappa")
-            late = set() if live is None else state.late_event_ids(conn, kappa_stream(live.version))
+            live = versions.live_stream(conn, "kappa")
+            late = set() if live is None else state.late_event_ids(conn, live)
         keep = keep_all_of(keep, lambda e: e.event_id not in late)
     return compute_views(
         ctx.feed.lines[: ctx.feed.produced_lines],

@@ -18,6 +18,7 @@ from psycopg.types.json import Jsonb
 from core.catalog import VIEWS
 from core.store import state
 from core.store.schema import primary_key, realtime_table
+from core.store.streams import archiver_stream
 from core.times import HOUR_MS, optional_ms, optional_timestamp
 
 
@@ -235,3 +236,11 @@ def row_counts(conn: psycopg.Connection, stream: str) -> dict[str, int]:
         ).fetchone()
         counts[view] = int(row[0]) if row else 0
     return counts
+
+
+def archived(conn: psycopg.Connection) -> dict[str, int]:
+    """The offsets the archive has recorded, per ``topic/partition`` of both topics."""
+    return {
+        **load_progress(conn, archiver_stream("events")).offsets,
+        **load_progress(conn, archiver_stream("profiles")).offsets,
+    }

@@ -16,6 +16,7 @@ import psycopg
 
 from core.catalog import VIEW_NAMES
 from core.store.schema import batch_table
+from core.store.streams import LAMBDA_SPEED, kappa_stream
 from core.times import optional_ms
 
 
@@ -89,6 +90,15 @@ def current(conn: psycopg.Connection, architecture: str) -> Version | None:
     if row is None:
         return None
     return Version(architecture, int(row[0]), row[1], row[2], row[3])
+
+
+def live_stream(conn: psycopg.Connection, architecture: str) -> str | None:
+    """The stream whose rows and progress readers of `architecture` see now: Lambda's speed
+    layer, or the Kappa version the alias points at (None before there is one)."""
+    if architecture == "lambda":
+        return LAMBDA_SPEED
+    live = current(conn, architecture)
+    return None if live is None else kappa_stream(live.version)
 
 
 def get(conn: psycopg.Connection, architecture: str, version: int) -> Version | None:

@@ -24,7 +24,6 @@ from core.oracle import (
 from core.settings import Settings
 from core.store import state, versions
 from core.store.connection import connect
-from core.store.streams import kappa_stream
 from core.workload import default_profiles_path
 from tests.browser import chromium
 from tests.conftest import run_lk
@@ -86,9 +85,9 @@ def test_demo_compares_both_architectures_live_and_reports(
         profiles.with_name("profiles-resend.jsonl")
     )
     with connect(ns) as conn:
-        live = versions.current(conn, "kappa")
+        live = versions.live_stream(conn, "kappa")
         assert live is not None
-        late_ids = state.late_event_ids(conn, kappa_stream(live.version))
+        late_ids = state.late_event_ids(conn, live)
     lambda_oracle = compute_views(values, changes)
     kappa_oracle = compute_views(values, changes, keep=lambda e: e.event_id not in late_ids)
     lambda_now, kappa_now = served(ns, "lambda"), served(ns, "kappa")

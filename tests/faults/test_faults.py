@@ -26,7 +26,6 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from batch_layer import archiver
 from comparison.processes import LK
 from comparison.processes import LkProcess as Component
 from core.catalog import VIEW_NAMES
@@ -36,7 +35,6 @@ from core.settings import Settings
 from core.store import realtime, versions
 from core.store import state as stream_state
 from core.store.connection import connect
-from core.store.streams import LAMBDA_SPEED, kappa_stream
 from infra.stack import stack as local_stack
 from infra.stack.kafka import Kafka
 from infra.stack.minio import MinIO
@@ -102,10 +100,9 @@ def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> float:
 def _read(settings: Settings) -> dict[str, dict[str, int]]:
     """The offsets the archive and each stream have committed, per ``topic/partition``."""
     with connect(settings) as conn:
-        live = versions.current(conn, "kappa")
-        streams = [LAMBDA_SPEED] + ([kappa_stream(live.version)] if live is not None else [])
-        read = {s: realtime.load_progress(conn, s).offsets for s in streams}
-    return read | {"archiver": archiver.archived(settings)}
+        streams = [versions.live_stream(conn, a) for a in ("lambda", "kappa")]
+        read = {s: realtime.load_progress(conn, s).offsets for s in streams if s is not None}
+        return read | {"archiver": realtime.archived(conn)}
 
 
 def _caught_up(settings: Settings, components: list[Component]) -> Callable[[], bool]:
@@ -242,9 +239,9 @@ def test_faults_leave_every_view_equal_to_the_oracle(own_stack: Settings, tmp_pa
     values = load_jsonl_values(events)
     profile_changes = load_profiles_jsonl(profiles)
     with connect(settings) as conn:
-        live = versions.current(conn, "kappa")
+        live = versions.live_stream(conn, "kappa")
         assert live is not None
-        late = stream_state.late_event_ids(conn, kappa_stream(live.version))
+        late = stream_state.late_event_ids(conn, live)
     expected = {
         "lambda": compute_views(values, profile_changes),
         "kappa": compute_views(values, profile_changes, keep=lambda e: e.event_id not in late),
