@@ -88,7 +88,8 @@ def memory_bytes(value: str | int | float) -> int:
 
 
 def render(chart_dir: Path, mode: str) -> list[Manifest]:
-    """The chart's objects for `mode` with its default values, in template order."""
+    """The chart's objects for `mode` with its default values, in template order; without the
+    comparison's own CronJob and MinIO user, which measure the architectures rather than serve."""
     try:
         import helm_python as helm  # deferred: helm-python-sdk, a dev dependency (Go Helm SDK)
     except ImportError as exc:
@@ -98,7 +99,10 @@ def render(chart_dir: Path, mode: str) -> list[Manifest]:
     import yaml  # deferred: only the chart is YAML
 
     manifests = helm.Chart.load(chart_dir).render(
-        values={"architecture": mode}, name=RELEASE, namespace=NAMESPACE, is_install=True
+        values={"architecture": mode, "comparison": {"enabled": False}},
+        name=RELEASE,
+        namespace=NAMESPACE,
+        is_install=True,
     )
     return [
         doc

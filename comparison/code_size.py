@@ -114,10 +114,13 @@ def python_files(root: Path) -> list[PurePosixPath]:
             capture_output=True,
             check=True,
         ).stdout.decode()
-    except (OSError, subprocess.CalledProcessError):  # not a work tree (an image, an archive)
+    except (OSError, subprocess.CalledProcessError):
+        # Not a work tree: an image's site-packages (beside every other package) or an archive.
+        # Only the known rooms are the project's there; whichever of them it ships.
         return sorted(
             PurePosixPath(p.relative_to(root).as_posix())
-            for p in root.rglob("*.py")
+            for room in ROOMS
+            for p in (root / room).rglob("*.py")
             if not any(
                 part.startswith(".") or part in _SKIPPED_DIRS
                 for part in p.relative_to(root).parts[:-1]

@@ -237,15 +237,18 @@ class Settings(BaseSettings):
 
     def namespaced(self, name: str) -> Settings:
         """These settings with topics, buckets and a serving database of their own, named after
-        `name`: for a run that must see only its own data on services others use."""
+        `name`: for a run that must see only its own data on services others use. Each is
+        its usual name with `-name` appended (`lk-master` → `lk-master-cmp-…`), so a policy can
+        grant a family of runs by prefix (the chart's comparison user). The Data Docs bucket
+        stays shared: what is published there is meant to be found."""
         return self.model_copy(
             update={
-                "events_topic": f"events-{name}",
-                "profiles_topic": f"profiles-{name}",
-                "master_bucket": f"master-{name}",
-                "views_bucket": f"views-{name}",
-                "checkpoints_bucket": f"checkpoints-{name}",
-                "postgres_db": f"serving_{name}".replace("-", "_"),
+                "events_topic": f"{self.events_topic}-{name}",
+                "profiles_topic": f"{self.profiles_topic}-{name}",
+                "master_bucket": f"{self.master_bucket}-{name}",
+                "views_bucket": f"{self.views_bucket}-{name}",
+                "checkpoints_bucket": f"{self.checkpoints_bucket}-{name}",
+                "postgres_db": f"{self.postgres_db}_{name}".replace("-", "_"),
             }
         )
 

@@ -29,3 +29,7 @@ cluster-install: ## Build and import the images, then install the chart: make cl
 	@case '$(ARCH)' in lambda|kappa|both) ;; *) echo "ARCH must be lambda, kappa or both (got '$(ARCH)')"; exit 1;; esac
 	$(UV) run python -m infra.images build --tag $(IMAGE_TAG) --load
 	$(UV) run python -m infra.cluster.install $(ARCH) --tag $(IMAGE_TAG)
+
+.PHONY: cluster-compare
+cluster-compare: ## The side-by-side comparison as a Job of the release (ARCH=both), followed to its report
+	$(UV) run python -m infra.cluster.compare

@@ -80,6 +80,10 @@ install: ## Install or upgrade the chart: make install ARCH=lambda|kappa|both
 	$(KUBECTL) --context kind-$(KIND_CLUSTER) -n $(NAMESPACE) get pods
 	$(HELM) test $(RELEASE) --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE)
 
+.PHONY: kind-compare
+kind-compare: ## The side-by-side comparison as a Job of the release (ARCH=both), followed to its report
+	$(UV) run python -m infra.cluster.compare --context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE) --release $(RELEASE)
+
 .PHONY: uninstall
 uninstall: ## Remove the release; PURGE=1 also deletes its volumes and credentials
 	$(HELM) uninstall $(RELEASE) --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE) --wait || true

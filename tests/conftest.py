@@ -8,6 +8,7 @@ errors: a missing service fails the run, it is never skipped.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -88,6 +89,9 @@ def spark(stack_settings: Settings):  # type: ignore[no-untyped-def]
     session = build_spark_session(stack_settings, "lk-tests")
     yield session
     session.stop()
+    # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, when
+    # pytest has closed the stream it logs to: a "Logging error" traceback after the summary.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 def run_lk(

@@ -162,22 +162,29 @@ def render_set(name: str) -> Rendered:
     return render(load_values(*VALUE_SETS[name]))
 
 
+def _pod_template(obj: Manifest) -> Manifest:
+    """The pod template of a workload; a CronJob's is its job template's."""
+    spec = obj["spec"]["jobTemplate"]["spec"] if obj["kind"] == "CronJob" else obj["spec"]
+    template: Manifest = spec["template"]
+    return template
+
+
 def pod_spec(obj: Manifest) -> Manifest:
     """The pod spec of a workload or of a bare Pod."""
     if obj["kind"] == "Pod":
         return dict(obj["spec"])
-    spec: Manifest = obj["spec"]["template"]["spec"]
+    spec: Manifest = _pod_template(obj)["spec"]
     return spec
 
 
 def pod_metadata(obj: Manifest) -> Manifest:
     if obj["kind"] == "Pod":
         return dict(obj["metadata"])
-    meta: Manifest = obj["spec"]["template"]["metadata"]
+    meta: Manifest = _pod_template(obj)["metadata"]
     return meta
 
 
-WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job", "Pod")
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job", "CronJob", "Pod")
 
 
 def containers(obj: Manifest, *, init: bool = True) -> Iterator[Manifest]:

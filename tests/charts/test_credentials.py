@@ -184,6 +184,8 @@ class TestServingReadsAsAReadOnlyRole:
             writers |= {"archiver", "speed-layer"}
         if value_set in ("kappa", "both"):  # existing-secret: the default architecture, lambda
             writers |= {"kappa-stream"}
+        if value_set == "both":  # a comparison run creates its own serving database
+            writers |= {"comparison"}
         assert _components_reading(rendered, "postgres-password") == writers
         assert _components_reading(rendered, "serving-postgres-password") == {"init", "serving"}
 

@@ -21,6 +21,14 @@ from tests.charts.chart_utils import (
 )
 
 MINIO_USERS = {"airflow", "archiver", "init", "kappa-stream", "speed-layer"}
+COMPARISON_MODES = {"both", "pod-backend"}
+"""The value sets in `both` mode, where the comparison's Job and its MinIO user exist."""
+
+
+def _users(value_set: str) -> set[str]:
+    return MINIO_USERS | ({"comparison"} if value_set in COMPARISON_MODES else set())
+
+
 # What the code reads and writes (core/settings.py bucket names): the chart's one access map.
 BUCKETS = {
     "init": {"lk-master", "lk-views", "lk-checkpoints", "lk-dq"},  # creates them
@@ -28,6 +36,8 @@ BUCKETS = {
     "speed-layer": {"lk-checkpoints", "lk-views"},
     "kappa-stream": {"lk-checkpoints"},
     "airflow": {"lk-master", "lk-views", "lk-checkpoints", "lk-dq"},
+    # Its runs' own buckets (Settings.namespaced), and the Data Docs bucket for its report.
+    "comparison": {"lk-master-cmp-*", "lk-views-cmp-*", "lk-checkpoints-cmp-*", "lk-dq"},
 }
 
 
@@ -64,6 +74,7 @@ class TestEachComponentItsOwnMinioUser:
             "speed-layer": "speed-layer",
             "kappa-stream": "kappa-stream",
             "airflow-scheduler": "airflow",  # its tasks; the step pods: dags/lk_dags/pods.py
+            "comparison": "comparison",
         }
         seen = set()
         for obj in render_set(value_set).of_kind(*WORKLOAD_KINDS):
@@ -104,7 +115,7 @@ class TestEachComponentItsOwnMinioUser:
 
     def test_every_policy_should_reach_only_its_own_buckets(self, value_set: str) -> None:
         policies = _policies(render_set(value_set))
-        assert set(policies) == MINIO_USERS
+        assert set(policies) == _users(value_set)
         for user, policy in policies.items():
             buckets = set()
             for statement in policy["Statement"]:
@@ -132,13 +143,38 @@ def test_bucket_names_should_be_the_settings_defaults() -> None:
     assert named == set(settings.buckets)
 
 
-def test_only_the_airflow_user_may_publish_the_data_docs() -> None:
-    """publish_docs makes the docs/ prefix of the Data Docs bucket public (a bucket policy)."""
-    for user, policy in _policies(render()).items():
+def test_only_the_publishers_may_make_a_prefix_of_the_data_docs_public() -> None:
+    """publish_docs makes the docs/ prefix of the Data Docs bucket public (a bucket policy), the
+    comparison its comparison/ prefix."""
+    for user, policy in _policies(render({"architecture": "both"})).items():
         actions = {a for s in policy["Statement"] for a in s["Action"]}
-        assert ("s3:PutBucketPolicy" in actions) == (user == "airflow"), user
+        assert ("s3:PutBucketPolicy" in actions) == (user in ("airflow", "comparison")), user
         assert "s3:DeleteBucket" not in actions
-        assert ("s3:CreateBucket" in actions) == (user in ("init", "airflow")), user
+        assert ("s3:CreateBucket" in actions) == (user in ("init", "airflow", "comparison")), user
+
+
+def test_the_comparison_may_create_only_its_runs_buckets() -> None:
+    """A run's namespace is `Settings.namespaced(RUN_PREFIX + time)`: the policy's patterns must
+    match the names the code makes, and no bucket of the release's own data."""
+    from comparison.live import RUN_PREFIX
+
+    policy = _policies(render({"architecture": "both"}))["comparison"]
+    (create,) = [s for s in policy["Statement"] if s["Sid"] == "CreateRunBuckets"]
+    patterns = {arn.removeprefix("arn:aws:s3:::") for arn in create["Resource"]}
+    run = Settings().namespaced(f"{RUN_PREFIX}20261124194428")
+    made = {run.master_bucket, run.views_bucket, run.checkpoints_bucket}
+    assert {p.removesuffix("*") for p in patterns} == {
+        b.removesuffix("20261124194428") for b in made
+    }
+    assert not set(Settings().buckets) & {b.removesuffix("20261124194428") for b in made}
+
+
+def test_the_comparison_user_exists_in_both_mode_only() -> None:
+    for architecture in ("lambda", "kappa"):
+        assert "comparison" not in _policies(render({"architecture": architecture}))
+    assert "comparison" not in _policies(
+        render({"architecture": "both", "comparison": {"enabled": False}})
+    )
 
 
 class TestUsersJob:
@@ -150,7 +186,7 @@ class TestUsersJob:
         assert c["image"] == next(containers(minio))["image"]  # mc is in the MinIO image
         assert job["metadata"]["name"] == "lk-minio-users-r1"  # a new Job every revision
         env = {k: v["value"] for k, v in env_of(c).items()}
-        assert set(env["MINIO_USERS"].split()) == MINIO_USERS
+        assert set(env["MINIO_USERS"].split()) == _users("both")
         assert env["MINIO_URL"] == "http://lk-minio:9000"
         assert env["POLICY_PREFIX"] == "lk"
         (config,) = rendered.by_component("ConfigMap", "minio-users")
@@ -160,7 +196,7 @@ class TestUsersJob:
         (credentials,) = [v for v in pod_spec(job)["volumes"] if "secret" in v]
         keys = {item["key"] for item in credentials["secret"]["items"]}
         assert keys == {"minio-root-user", "minio-root-password"} | {
-            f"minio-{u}-{part}" for u in MINIO_USERS for part in ("user", "password")
+            f"minio-{u}-{part}" for u in _users("both") for part in ("user", "password")
         }
 
     def test_should_run_against_an_external_minio_too(self) -> None:

@@ -97,6 +97,8 @@ def _expected_clients(value_set: str) -> dict[str, set[str]]:
     if values["airflow"]["sparkBackend"] == "kubernetes":
         spark.add(STEP_POD)
     kafka = {"init"} | drivers | spark
+    if architecture == "both" and values["comparison"]["enabled"]:
+        kafka.add("comparison")  # its own drivers, in its pod
     return {
         "kafka": kafka | {"producer"},
         "s3": kafka | {"minio-users"},

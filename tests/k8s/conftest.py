@@ -21,7 +21,15 @@ from tests.k8s.kube import Kube
 
 NAMESPACE = install.NAMESPACE
 RELEASE = install.RELEASE
-TEST_VALUES = ("--set=airflow.dagsArePausedAtCreation=true", "--set=batchLayer.schedule=")
+COMPARISON_SCENARIOS = ("steady", "late", "bug-and-fix", "compaction")
+TEST_VALUES = (
+    "--set=airflow.dagsArePausedAtCreation=true",
+    "--set=batchLayer.schedule=",
+    # The comparison's Job on a small workload: every figure, as `make test-compare` runs it.
+    "--set=comparison.events=600",
+    "--set=comparison.rate=30",
+    "--set=comparison.scenarios=" + "\\,".join(COMPARISON_SCENARIOS),
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -34,7 +34,8 @@ class Kube:
     kubectl_bin: str
     helm_bin: str
 
-    def _env(self) -> dict[str, str]:
+    def env(self) -> dict[str, str]:
+        """The environment kubectl and helm run in: this cluster's kubeconfig."""
         import os
 
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
@@ -44,7 +45,7 @@ class Kube:
     ) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
             list(argv),
-            env=self._env(),
+            env=self.env(),
             input=stdin,
             capture_output=True,
             text=True,
@@ -87,7 +88,7 @@ class Kube:
             "127.0.0.1",
         ]
         proc = subprocess.Popen(
-            argv, env=self._env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            argv, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         try:
             deadline = time.monotonic() + 60

@@ -23,8 +23,9 @@ import pytest
 from core import workload
 from core.oracle import OracleResult, compute_views, load_jsonl_values, load_profiles_jsonl
 from core.settings import Settings
+from infra.cluster import compare
 from tests.airflow_api import AirflowApi
-from tests.k8s.conftest import RELEASE, helm_install
+from tests.k8s.conftest import COMPARISON_SCENARIOS, RELEASE, helm_install
 from tests.k8s.kube import Kube
 from tests.serving_pages import read_whole
 
@@ -32,6 +33,7 @@ BATCH_DAG = "lambda_batch"
 REPROCESS_DAG = "kappa_reprocess"
 DAG_RUN_TIMEOUT_S = 1800
 CONVERGE_TIMEOUT_S = 900
+COMPARISON_TIMEOUT_S = 3600
 SERVING = f"svc/{RELEASE}-serving"
 AIRFLOW = f"svc/{RELEASE}-airflow-api-server"
 COMPONENT = "app.kubernetes.io/component"
@@ -286,6 +288,32 @@ def test_kappa_reprocess_clicked_in_the_ui_switches_readers_atomically(
         assert all(exact for _, exact in seen), "a reader saw an incomplete answer"
         assert {v for v, _ in seen} <= {before, after}
         _wait_until_exact(url, "kappa", oracle)
+
+
+# -- the side-by-side comparison -----------------------------------------------------------------
+
+
+@pytest.mark.architectures("both")
+def test_the_comparison_job_runs_both_architectures_and_publishes_its_report(kube: Kube) -> None:
+    """`make cluster-compare`'s path: a Job from the chart's CronJob runs `lk compare` (a small
+    workload, conftest's values), publishes to the cluster's MinIO and records the report for
+    GET /v1/comparison; the report opens through a port-forward, as NOTES.txt says."""
+    kubectl = compare.Kubectl((kube.kubectl_bin, "--namespace", kube.namespace), kube.env())
+    name = compare.start(kubectl)
+    job = compare.follow(kubectl, name, lambda _line: None, timeout_s=COMPARISON_TIMEOUT_S)
+    assert job.succeeded, job.log[-4000:]
+    assert "Traceback" not in job.log
+    assert job.report_url is not None and job.report_path is not None, job.log[-2000:]
+    with kube.port_forward(f"svc/{RELEASE}-minio", 9000) as minio:
+        page = httpx.get(minio + job.report_path, timeout=30)  # anonymous, like a browser
+        assert page.status_code == 200
+        assert 'id="fig-error"' in page.text and "<img" in page.text
+        numbers = httpx.get(minio + job.report_path.replace("report.html", "comparison.json"))
+        assert numbers.status_code == 200
+        assert {s["name"] for s in numbers.json()["scenarios"]} == set(COMPARISON_SCENARIOS)
+    with kube.port_forward(SERVING, 8000) as url:
+        listed = httpx.get(url + "/v1/comparison", timeout=30).json()
+        assert listed["report"] == job.report_url
 
 
 # -- upgrades and uninstall --------------------------------------------------------------------

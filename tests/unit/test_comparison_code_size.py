@@ -87,11 +87,12 @@ def test_a_tree_is_counted_per_room_and_totals_are_their_sums(tmp_path: Path) ->
         "tests/test_a.py": "f = 1\n" * 10,
         ".venv/lib/site.py": "ignored = 1\n",
         "core/__pycache__/a.py": "ignored = 1\n",
+        "pyspark/sql.py": "ignored = 1\n",  # another package beside ours (an image's site-packages)
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    size = measure(tmp_path)  # not a git work tree: the walk skips hidden and cache folders
+    size = measure(tmp_path)  # not a git work tree: our rooms only, without caches
     assert size.by_room == {
         "batch_layer": {"part": LAMBDA, "lines": 1},
         "core": {"part": SHARED, "lines": 3},

@@ -50,6 +50,11 @@ lambda-kappa.io/architecture: {{ .root.Values.architecture }}
 {{- if has .Values.architecture (list "kappa" "both") }}true{{ end }}
 {{- end }}
 
+{{/* True (non-empty) when the comparison's CronJob (`lk compare`) is rendered. */}}
+{{- define "lk.comparisonEnabled" -}}
+{{- if and (eq .Values.architecture "both") .Values.comparison.enabled }}true{{ end }}
+{{- end }}
+
 {{/* True (non-empty) when Spark drivers start executors as pods (client mode). */}}
 {{- define "lk.sparkOnKubernetes" -}}
 {{- if hasPrefix "k8s://" .Values.spark.master }}true{{ end }}
@@ -145,6 +150,10 @@ per bucket, from what the code reads and writes:
   airflow:      the scheduler's tasks (and their step pods): the master dataset (close_archive,
                 batch, data quality), the checkpoints (close_archive, Kappa reprocessing) and
                 the Data Docs bucket, whose docs/ prefix it makes public (publish_docs)
+  comparison:   (both, comparison.enabled) its runs' own buckets, `<bucket>-cmp-*` for the
+                master dataset, views and checkpoints (`Settings.namespaced` with
+                comparison.live.RUN_PREFIX), created by the run; and the Data Docs bucket,
+                whose comparison/ prefix it makes public (comparison.publish)
 The serving API reads Postgres only: no MinIO user. Every user may list bucket names (what
 `lk init --check` asks), never another bucket's objects, never the admin API.
 */}}
@@ -163,6 +172,9 @@ archiver: {readWrite: [master, checkpoints]}
 speed-layer: {readWrite: [checkpoints, views]}
 kappa-stream: {readWrite: [checkpoints]}
 airflow: {readWrite: [master, views, checkpoints, dq], publish: [dq]}
+{{- if include "lk.comparisonEnabled" . }}
+comparison: {runs: [master, views, checkpoints], readWrite: [dq], publish: [dq]}
+{{- end }}
 {{- end }}
 
 {{/* The MinIO users' short names, as a YAML list (fromYamlArray). */}}
@@ -181,12 +193,22 @@ airflow: {readWrite: [master, views, checkpoints, dq], publish: [dq]}
 {{- range . }}{{ $resources = append $resources (printf "%s%s" $arn (get $buckets .)) }}{{ end }}
 {{- $statements = append $statements (dict "Sid" "CreateBuckets" "Effect" "Allow" "Action" (list "s3:CreateBucket" "s3:ListBucket" "s3:GetBucketLocation") "Resource" $resources) }}
 {{- end }}
-{{- with $access.readWrite }}
+{{- /* runs: the buckets of a comparison run's namespace, `<bucket>-cmp-<time>`, made by the run. */}}
+{{- $runBuckets := list }}
+{{- range $access.runs }}{{ $runBuckets = append $runBuckets (printf "%s-cmp-*" (get $buckets .)) }}{{ end }}
+{{- with $runBuckets }}
+{{- $resources := list }}
+{{- range . }}{{ $resources = append $resources (printf "%s%s" $arn .) }}{{ end }}
+{{- $statements = append $statements (dict "Sid" "CreateRunBuckets" "Effect" "Allow" "Action" (list "s3:CreateBucket") "Resource" $resources) }}
+{{- end }}
+{{- $rw := list }}
+{{- range $access.readWrite }}{{ $rw = append $rw (get $buckets .) }}{{ end }}
+{{- with concat $rw $runBuckets }}
 {{- $bucketArns := list }}
 {{- $objectArns := list }}
 {{- range . }}
-{{- $bucketArns = append $bucketArns (printf "%s%s" $arn (get $buckets .)) }}
-{{- $objectArns = append $objectArns (printf "%s%s/*" $arn (get $buckets .)) }}
+{{- $bucketArns = append $bucketArns (printf "%s%s" $arn .) }}
+{{- $objectArns = append $objectArns (printf "%s%s/*" $arn .) }}
 {{- end }}
 {{- $statements = append $statements (dict "Sid" "ListBuckets" "Effect" "Allow" "Action" (list "s3:ListBucket" "s3:GetBucketLocation" "s3:ListBucketMultipartUploads") "Resource" $bucketArns) }}
 {{- $statements = append $statements (dict "Sid" "ReadWriteObjects" "Effect" "Allow" "Action" (list "s3:GetObject" "s3:PutObject" "s3:DeleteObject" "s3:AbortMultipartUpload" "s3:ListMultipartUploadParts") "Resource" $objectArns) }}
@@ -208,6 +230,7 @@ each pod gets only its own:
   postgres:  "writer": the serving store's owner (LK_POSTGRES_USER, LK_POSTGRES_PASSWORD);
              "reader": the read-only role only (LK_SERVING_POSTGRES_USER and _PASSWORD);
              "": no serving-store credential.
+  sparkMaster: overrides spark.master (the comparison's drivers run Spark in local mode).
 Call: (dict "root" $ "sparkDriverMemory" "768m" "minioUser" "archiver" "postgres" "writer")
 */}}
 {{- define "lk.env" -}}
@@ -268,7 +291,7 @@ Call: (dict "root" $ "sparkDriverMemory" "768m" "minioUser" "archiver" "postgres
 {{ include "lk.servingPostgresEnv" $root }}
 {{- end }}
 - name: LK_SPARK_MASTER
-  value: {{ $root.Values.spark.master | quote }}
+  value: {{ .sparkMaster | default $root.Values.spark.master | quote }}
 - name: LK_SPARK_SHUFFLE_PARTITIONS
   value: {{ $root.Values.spark.shufflePartitions | int64 | quote }}
 - name: LK_SPARK_DRIVER_MEMORY

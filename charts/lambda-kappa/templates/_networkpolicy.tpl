@@ -14,6 +14,8 @@ check reads too (serving checks the store only: `--serving`).
             executors, step pods; the serving API does not read MinIO
   postgres: init, serving, the stream drivers (progress, real-time views), every Airflow
             component (its metadata database), executors (JDBC writes), step pods
+  and the comparison's Job (both, comparison.enabled) reaches all three: its own drivers run
+  in its pod, on topics, buckets and a database of their own
 */}}
 {{- define "lk.netpol.storeClients" -}}
 {{- $drivers := list }}
@@ -26,9 +28,11 @@ check reads too (serving checks the store only: `--serving`).
 {{- if .Values.airflow.enabled }}
 {{- $airflow = list "airflow-api-server" "airflow-dag-processor" "airflow-triggerer" "airflow-db-migrate" }}
 {{- end }}
-kafka: {{ concat (list "init") $drivers $spark | toJson }}
-minio: {{ concat (list "init" "minio-users") $drivers $spark | toJson }}
-postgres: {{ concat (list "init" "serving") $drivers $spark $airflow | toJson }}
+{{- $comparison := list }}
+{{- if include "lk.comparisonEnabled" . }}{{ $comparison = list "comparison" }}{{ end }}
+kafka: {{ concat (list "init") $drivers $spark $comparison | toJson }}
+minio: {{ concat (list "init" "minio-users") $drivers $spark $comparison | toJson }}
+postgres: {{ concat (list "init" "serving") $drivers $spark $airflow $comparison | toJson }}
 {{- end }}
 
 {{/* The Spark drivers whose executors call back (client mode on Kubernetes). */}}
