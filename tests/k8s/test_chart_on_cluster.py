@@ -294,7 +294,9 @@ def test_kappa_reprocess_clicked_in_the_ui_switches_readers_atomically(
 
 
 @pytest.mark.architectures("both")
-def test_the_comparison_job_runs_both_architectures_and_publishes_its_report(kube: Kube) -> None:
+def test_the_comparison_job_runs_both_architectures_and_publishes_its_report(
+    kube: Kube, release: str
+) -> None:
     """`make cluster-compare`'s path: a Job from the chart's CronJob runs `lk compare` (a small
     workload, conftest's values), publishes to the cluster's MinIO and records the report for
     GET /v1/comparison; the report opens through a port-forward, as NOTES.txt says."""
