@@ -273,7 +273,27 @@ def build_all(
         built.append(item)
         log(f"  {component}: {ref} in {item.seconds:.0f} s, {item.size_bytes / 1e6:.0f} MB")
     log(f"images: {len(built)} built in {time.monotonic() - started:.0f} s")
+    prune_other_tags(tag, log=log)
     return built
+
+
+def prune_other_tags(tag: str, *, log: Log = print) -> list[str]:
+    """Remove the project's images of every other tag from podman's storage.
+
+    Each commit's tag holds about 6 GB (app and airflow share most of it): a day of rebuilds
+    filled this machine's disk, and the cluster then refused every pod (DiskPressure). The base
+    and the Go toolchain images stay (they are the build cache)."""
+    listed = subprocess.run(
+        ["podman", "images", "--format", "{{.Repository}}:{{.Tag}}"],
+        capture_output=True, text=True, check=False,
+    ).stdout.split()  # fmt: skip
+    ours = tuple(f"{REGISTRY}/{PROJECT}/{component}:" for component in COMPONENTS)
+    stale = [ref for ref in listed if ref.startswith(ours) and not ref.endswith(f":{tag}")]
+    if stale:
+        # Their parent layers go with them when no image of this tag shares them.
+        subprocess.run(["podman", "rmi", "--force", *stale], capture_output=True, check=False)
+        log(f"images: removed {len(stale)} image(s) of older tags")
+    return stale
 
 
 def load_into_containerd(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,27 @@ def test_last_line_should_put_the_cause_before_podman_s_summary() -> None:
     )
     line = last_line(output)
     assert line.startswith("E: Unable to locate package nope (building at STEP")
+
+
+def test_a_build_should_leave_only_its_own_tag_of_the_project_s_images(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each tag holds about 6 GB: older tags go, and so does nothing else (the base, the Go
+    toolchain, images of other projects)."""
+    stored = [
+        "docker.io/lambda-kappa/app:new",
+        "docker.io/lambda-kappa/app:old",
+        "docker.io/lambda-kappa/airflow:old",
+        "localhost/lambda-kappa/base:bookworm-833c8ce86a2a",
+        "docker.io/library/busybox:old",
+    ]
+    calls: list[list[str]] = []
+
+    def run(cmd: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "\n".join(stored) + "\n", "")
+
+    monkeypatch.setattr(images.subprocess, "run", run)
+    removed = images.prune_other_tags("new", log=lambda _: None)
+    assert removed == ["docker.io/lambda-kappa/app:old", "docker.io/lambda-kappa/airflow:old"]
+    assert calls[-1] == ["podman", "rmi", "--force", *removed]
