@@ -27,6 +27,10 @@ class Job:
     finished: Finished
 
 
+MAX_RESTARTS = 3
+"""Restarts of one stream before the run gives up on it."""
+
+
 class Deployment:
     """The running components of both architectures, and the jobs run against them."""
 
@@ -65,6 +69,8 @@ class Deployment:
                           logs / "api.log"),
             )  # fmt: skip
         self.jobs: list[Job] = []
+        self.restarted: list[str] = []
+        """Each restart of a stream, with the last words it died with."""
         self._service_cpu_at_start = _service_cpu(settings)
 
     def start(self) -> None:
@@ -72,14 +78,22 @@ class Deployment:
             process.start()
 
     def check(self) -> None:
-        """Every long-running component is up; a dead one stops the run with its last words.
-        The API is not checked: it only serves the dashboard (its port may be taken)."""
+        """Every long-running component is up. A dead one is restarted, as its Deployment
+        would be (its checkpoint makes that exact: a transient fault, such as a store that did
+        not answer in time on a saturated node, costs a restart, not the run); one that keeps
+        dying stops the run with its last words. The API is not checked: it only serves the
+        dashboard (its port may be taken)."""
         for name, (architecture, process) in self.streams.items():
-            if architecture != "shared" and not process.alive:
-                last = process.tail(600).strip().splitlines()
+            if architecture == "shared" or process.alive:
+                continue
+            last = process.tail(600).strip().splitlines()
+            reason = last[-1] if last else "no output"
+            if process.restarts >= MAX_RESTARTS:
                 raise ComparisonError(
-                    f"the {name} stopped ({process.log}): {last[-1] if last else 'no output'}"
+                    f"the {name} stopped {process.restarts + 1} times ({process.log}): {reason}"
                 )
+            self.restarted.append(f"{name}: {reason}")
+            process.ensure_running()
 
     def stop(self) -> None:
         for _architecture, process in self.streams.values():

@@ -140,6 +140,8 @@ def run_comparison(
     finally:
         sampler.stop()
         deployment.stop()
+        for restart in deployment.restarted:
+            echo(f"  restarted, as its Deployment would be: {restart}")
 
     run.samples = sampler.samples
     run.freshness = sampler.freshness()
