@@ -2,10 +2,10 @@
 
     outcome = run_comparison(settings, CompareSpec(events=6000, rate_per_s=100), echo)
 
-The run has a namespace of its own on the stack (topics, buckets, serving database named
-`cmp-<time>`, `RUN_PREFIX`), so the log holds exactly the workload the oracle is computed from. Both
-architectures are deployed as the processes the chart runs (`comparison.deployment`), the
-workload is produced at a steady rate (`comparison.feed`), a sampler compares what each serves
+The run has a namespace of its own on the stack (`Settings.namespaced` with
+`RUN_PREFIX`<time>: its own topics, buckets and serving database), so the log holds exactly
+the workload the oracle is computed from. Both architectures are deployed as the processes
+the chart runs (`comparison.deployment`), the workload is produced at a steady rate (`comparison.feed`), a sampler compares what each serves
 with the oracle every few seconds (`comparison.sampler`), and the scenarios play in order
 (`comparison.scenarios`). The components' output goes to log files, never to the terminal.
 """
