@@ -5,9 +5,10 @@
 The run has a namespace of its own on the stack (`Settings.namespaced` with
 `RUN_PREFIX`<time>: its own topics, buckets and serving database), so the log holds exactly
 the workload the oracle is computed from. Both architectures are deployed as the processes
-the chart runs (`comparison.deployment`), the workload is produced at a steady rate (`comparison.feed`), a sampler compares what each serves
-with the oracle every few seconds (`comparison.sampler`), and the scenarios play in order
-(`comparison.scenarios`). The components' output goes to log files, never to the terminal.
+the chart runs (`comparison.deployment`), the workload is produced at a steady rate
+(`comparison.feed`), a sampler compares what each serves with the oracle every few seconds
+(`comparison.sampler`), and the scenarios play in order (`comparison.scenarios`). The
+components' output goes to log files, never to the terminal.
 """
 
 from __future__ import annotations
