@@ -65,9 +65,17 @@ class Context:
     extra_profiles: list[Any] = field(default_factory=list)
 
     def wait(self, condition: Callable[[], bool], timeout_s: float, what: str) -> float:
+        import psycopg  # deferred with the store's other users
+
         def checked() -> bool:
             self.deployment.check()
-            return condition()
+            try:
+                return condition()
+            except psycopg.OperationalError as exc:
+                # The store down or slow to answer (a saturated node): not yet, ask again, as the
+                # sampler does. A store that stays away ends the wait at its timeout.
+                self.echo(f"  ({what}: the store did not answer: {' '.join(str(exc).split())})")
+                return False
 
         return wait_for(checked, timeout_s, what)
 

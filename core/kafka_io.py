@@ -265,14 +265,20 @@ def end_offsets(settings: Settings, topic: str) -> dict[int, tuple[int, int]]:
         consumer.close()
 
 
+def log_bounds(settings: Settings) -> dict[str, tuple[int, int]]:
+    """The first offset still retained and the next to be written, per ``topic/partition`` of
+    both topics: what a replay from the start has to read."""
+    return {
+        f"{topic}/{partition}": bounds
+        for topic in (settings.events_topic, settings.profiles_topic)
+        for partition, bounds in end_offsets(settings, topic).items()
+    }
+
+
 def log_end(settings: Settings) -> dict[str, int]:
     """The next offset to be written, per ``topic/partition`` of both topics: where a replay
     that has read everything stands."""
-    return {
-        f"{topic}/{partition}": high
-        for topic in (settings.events_topic, settings.profiles_topic)
-        for partition, (_low, high) in end_offsets(settings, topic).items()
-    }
+    return {tp: high for tp, (_low, high) in log_bounds(settings).items()}
 
 
 def lost_records(settings: Settings, topic: str, start: Mapping[str, int]) -> str | None:

@@ -8,6 +8,7 @@ builder serves the batch layer, the speed layer, the Kappa job and the tests, lo
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,18 +69,49 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     }
 
 
-def build_spark_session(settings: Settings, app_name: str) -> SparkSession:
+def build_spark_session(
+    settings: Settings, app_name: str, jvm_log: Path | None = None
+) -> SparkSession:
+    """A session with the settings' configuration. `jvm_log`: a file that takes the driver
+    JVM's own output (SLF4J's lines, Spark's WARN lines), which otherwise goes where this
+    process's goes (a pod's log, a test's capture)."""
     from pyspark.sql import SparkSession
 
     if settings.spark_master.startswith("local"):
         # Keep a local driver on loopback: nothing here should listen on another interface.
         os.environ.setdefault("SPARK_LOCAL_IP", settings.host)
-    builder = SparkSession.builder.appName(app_name).master(settings.spark_master)
-    for key, value in spark_conf(settings).items():
+    options = {
+        "spark.app.name": app_name,
+        "spark.master": settings.spark_master,
+        **spark_conf(settings),
+    }
+    if jvm_log is not None:
+        _start_driver_jvm(options, jvm_log)
+    builder = SparkSession.builder
+    for key, value in options.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    session = builder.getOrCreate()  # the context `_start_driver_jvm` started, if it did
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def _start_driver_jvm(options: dict[str, str], jvm_log: Path) -> None:
+    """Start the driver's SparkContext with the JVM's stdout and stderr in `jvm_log`, through
+    pyspark's `popen_kwargs` (the builder has no such option). A context already running is
+    kept, with the output it has."""
+    from pyspark import SparkConf
+    from pyspark.core.context import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._active_spark_context is not None:  # pyspark's own check
+        return
+    conf = SparkConf()
+    for key, value in options.items():
+        conf.set(key, value)
+    jvm_log.parent.mkdir(parents=True, exist_ok=True)
+    with jvm_log.open("ab") as out:  # the JVM keeps its own descriptor of the file
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": subprocess.STDOUT})
+    SparkContext(conf=conf, gateway=gateway)
 
 
 def wait_stopped(query: StreamingQuery, timeout_s: float | None = None) -> bool:

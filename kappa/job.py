@@ -72,6 +72,13 @@ class Run:
     """The offsets its last micro-batch read up to, per ``topic/partition`` it read."""
 
 
+Watch = Callable[[Run], None]
+
+
+def _micro_batches(engine: StreamEngine) -> int:
+    return len([o for o in engine.outcomes if not o.skipped])
+
+
 def _consumed(query: StreamingQuery) -> dict[str, int]:
     consumed: dict[str, int] = {}
     for entry in query.recentProgress:
@@ -114,15 +121,17 @@ class KappaViews:
                 versions.switch_alias(conn, created)
             return created
 
-    def run_available_now(self, version: versions.Version) -> Run:
+    def run_available_now(self, version: versions.Version, watch: Watch | None = None) -> Run:
         """Process what the log holds now into `version` (`availableNow`: up to the log end at
-        the start of the run)."""
+        the start of the run); `watch` is told where the run stands every second."""
         engine = self.engine(version)
         query = engine.start(available_now=True)
-        wait_stopped(query)
+        while not wait_stopped(query, None if watch is None else 1.0):
+            assert watch is not None
+            watch(Run(_micro_batches(engine), _consumed(query)))
         if (failure := engine.failure(query)) is not None:
             raise KappaError(f"{kappa_stream(version.version)} failed: {failure}")
-        return Run(len([o for o in engine.outcomes if not o.skipped]), _consumed(query))
+        return Run(_micro_batches(engine), _consumed(query))
 
     def drain(self) -> versions.Version:
         version = self.active()

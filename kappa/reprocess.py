@@ -16,19 +16,19 @@ it compares the offsets both have read while N's job waits (`switch`).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from core.catalog import DEFAULT_LOGIC_VERSION, VIEW_NAMES, check_logic_version
 from core.checkpoints import behind
 from core.delta_io import delete_tree
-from core.kafka_io import log_end
+from core.kafka_io import log_bounds, log_end
 from core.settings import Settings
 from core.store import realtime, versions
 from core.store.connection import connect, stream_lock
 from core.store.streams import KAPPA_PREFIX, kappa_stream
-from kappa.job import KAPPA, LIVE_STATUSES, Echo, KappaViews, kappa_spec
+from kappa.job import KAPPA, LIVE_STATUSES, Echo, KappaViews, Run, kappa_spec
 
 if TYPE_CHECKING:
     import psycopg
@@ -64,6 +64,18 @@ class ReplayRound:
     @property
     def lag_records(self) -> int:
         return sum(self.lag.values())
+
+
+@dataclass(frozen=True)
+class ReplayPosition:
+    """Where a replay round stands, in log offsets over every partition of both topics (a
+    compacted topic's gaps count as read): what a progress bar draws."""
+
+    version: int
+    round: int
+    micro_batches: int
+    read: int
+    to_read: int
 
 
 @dataclass
@@ -112,11 +124,17 @@ class Reprocess:
     """The steps of a Kappa reprocess; `run` does them all, the DAG runs them as tasks."""
 
     def __init__(
-        self, spark: SparkSession, settings: Settings, echo: Echo = lambda _: None
+        self,
+        spark: SparkSession,
+        settings: Settings,
+        echo: Echo = lambda _: None,
+        on_replay: Callable[[ReplayPosition], None] = lambda _: None,
     ) -> None:
         self.views = KappaViews(spark, settings)
         self.settings = settings
         self.echo = echo
+        self.on_replay = on_replay
+        self.rounds = 0
 
     # 1. a new version (or the one a killed reprocess left building)
     def start(self, logic_version: str) -> versions.Version:
@@ -135,10 +153,24 @@ class Reprocess:
     # 2. replay, round by round, until caught up with the live version
     def replay_round(self, version: versions.Version) -> ReplayRound:
         """Replay what the log holds now (`availableNow`), then measure the lag and gap."""
-        before = log_end(self.settings)
-        run = self.views.run_available_now(version)
+        bounds = log_bounds(self.settings)
+        before = {tp: high for tp, (_low, high) in bounds.items()}
+        start = self._position(version, bounds)
+        to_read = sum(max(0, before[tp] - at) for tp, at in start.items())
+        self.rounds += 1
+
+        def watch(run: Run, consumed: Mapping[str, int]) -> None:
+            read = sum(
+                max(0, min(consumed.get(tp, at), before[tp]) - at) for tp, at in start.items()
+            )
+            self.on_replay(
+                ReplayPosition(version.version, self.rounds, run.micro_batches, read, to_read)
+            )
+
+        run = self.views.run_available_now(version, lambda run: watch(run, run.consumed))
         # availableNow reads up to the log end at its start; the progress says exactly where.
         consumed = {**before, **run.consumed}
+        watch(run, consumed)
         after = log_end(self.settings)
         lag = {
             tp: n for tp, end in sorted(after.items()) if (n := max(0, end - consumed.get(tp, 0)))
@@ -168,6 +200,15 @@ class Reprocess:
             f"{kappa_stream(version.version)} did not catch up in {result.rounds} rounds "
             f"({result.lag_records} records behind)"
         )
+
+    def _position(
+        self, version: versions.Version, bounds: Mapping[str, tuple[int, int]]
+    ) -> dict[str, int]:
+        """Where `version` stands per ``topic/partition``: what it has recorded reading, else the
+        first offset the log retains."""
+        with connect(self.settings) as conn:
+            recorded = realtime.load_progress(conn, kappa_stream(version.version)).offsets
+        return {tp: max(low, recorded.get(tp, low)) for tp, (low, _high) in bounds.items()}
 
     def _watermark_gap(self, version: versions.Version) -> int | None:
         with connect(self.settings) as conn:

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from core import workload
-from core.kafka_io import produce_file
+from core.kafka_io import ProduceReport, produce_file
 from core.settings import Settings, get_settings
 from lk import (
     cluster_commands,
@@ -30,6 +30,7 @@ from lk import (
     step_commands,
 )
 from lk.errors import fail, guarded
+from lk.progress_bars import produce_bar
 
 
 class OneLineErrors(click.Group):
@@ -83,12 +84,15 @@ def produce(settings: Settings, file: Path, topic: str | None) -> None:
     if not file.is_file():
         fail(f"no such file: {file}")
     topic = topic or settings.events_topic
-    report = produce_file(
-        settings,
-        file,
-        topic,
-        progress=lambda r: click.echo(f"  {r.records:,} records ({r.rate:,.0f}/s) ...", err=True),
-    )
+    bar, update = produce_bar(None)
+
+    def progress(report: ProduceReport) -> None:
+        if bar.disable:  # not a terminal: a line now and then
+            click.echo(f"  {report.records:,} records ({report.rate:,.0f}/s) ...", err=True)
+        update(report.records, None)
+
+    with bar:
+        report = produce_file(settings, file, topic, progress=progress)
     click.echo(
         f"produced {report.records:,} records to {topic} in {report.seconds:.1f}s "
         f"({report.rate:,.0f}/s): {report.keyed:,} keyed, {report.raw_unparsed:,} not JSON, "

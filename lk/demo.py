@@ -13,20 +13,12 @@ published to MinIO next to the Data Docs (`GET /v1/comparison`).
 from __future__ import annotations
 
 import functools
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
 
 from comparison.errors import ComparisonError
 from comparison.live import CompareSpec, Outcome, run_comparison
@@ -35,6 +27,7 @@ from core.settings import Settings
 from infra.stack import artifacts
 from infra.stack import stack as local_stack
 from lk.errors import fail, guarded
+from lk.progress_bars import BuildBars, produce_bar
 
 FIRST_RUN = (
     "a first run on this machine builds MinIO from the Go module proxy and fetches Kafka's and "
@@ -103,16 +96,7 @@ def _spec(**given: Any) -> CompareSpec:
 
 def _compare(settings: Settings, spec: CompareSpec) -> Outcome:
     started = time.monotonic()
-    # A bar for the production (lines, rate, time left); plain lines when not a terminal.
-    bar = Progress(
-        TextColumn("  producing"), BarColumn(), MofNCompleteColumn(), TextColumn("lines"),
-        TimeRemainingColumn(), transient=True, disable=not sys.stdout.isatty(),
-    )  # fmt: skip
-    task = bar.add_task("produce", total=spec.events)
-
-    def progress(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
+    bar, progress = produce_bar(spec.events)
     try:
         with bar:
             outcome = run_comparison(settings, spec, click.echo, progress)
@@ -145,7 +129,7 @@ def demo(settings: Settings, **given: Any) -> None:
     if not artifacts.cached(settings):
         click.echo("first run: " + FIRST_RUN.format(cache=settings.cache_path))
     click.echo("== local stack (its output: .stack/logs)")
-    local_stack.up(settings, progress=lambda line: click.echo(f"  {line}"))
+    local_stack.up(settings, progress=lambda line: click.echo(f"  {line}"), builds=BuildBars())
     spec = _spec(**given)
     click.echo(
         f"  the comparison produces {spec.events:,} events at {spec.rate_per_s:g}/s "

@@ -19,6 +19,7 @@ import click
 
 from core.settings import Architecture, Settings
 from lk.errors import fail, guarded
+from lk.spark_output import jvm_log
 
 if TYPE_CHECKING:
     from quality import QualityResult
@@ -75,7 +76,8 @@ def _validate(settings: Settings, architectures: tuple[str, ...], run: str) -> l
             click.echo(result.summary())
         results += found
     if len(architectures) == 2:
-        reconciliation = run_reconciliation(settings, run, echo=click.echo)
+        log = jvm_log(settings, "lk-dq-reconciliation")
+        reconciliation = run_reconciliation(settings, run, jvm_log=log, echo=click.echo)
         if reconciliation is not None:
             click.echo(reconciliation.summary())
             results.append(reconciliation)

@@ -16,10 +16,10 @@ import time
 import click
 
 from core.settings import Architecture, Settings
-from core.spark import build_spark_session
 from core.store.streams import kappa_stream
 from lk.errors import fail, guarded
 from lk.pipelines import PipelineError, drain_lambda
+from lk.spark_output import spark_session
 
 
 @click.command()
@@ -43,7 +43,7 @@ def drain(settings: Settings, architecture: str | None) -> None:
 def _drain_lambda(settings: Settings) -> None:
     started = time.monotonic()
     click.echo("lambda: starting Spark ...")
-    spark = build_spark_session(settings, "lk-drain-lambda")
+    spark = spark_session(settings, "lk-drain-lambda")
     try:
         drain_lambda(spark, settings, click.echo)
     except PipelineError as exc:
@@ -58,7 +58,7 @@ def _drain_kappa(settings: Settings) -> None:
 
     started = time.monotonic()
     click.echo("kappa: starting Spark ...")
-    spark = build_spark_session(settings, "lk-drain-kappa")
+    spark = spark_session(settings, "lk-drain-kappa")
     try:
         version = KappaViews(spark, settings).drain()
     except KappaError as exc:

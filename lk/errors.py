@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import NoReturn, ParamSpec, TypeVar
 
 import click
+import psycopg
 
 from core.kafka_io import ProduceError
 from core.provision import ProvisionError
@@ -63,6 +64,8 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
             fail(" ".join(str(exc).split()) or type(exc).__name__)
         except KeyboardInterrupt:
             fail("interrupted")
+        except psycopg.OperationalError as exc:  # the store down, refusing, or timing out
+            fail(f"the serving store did not answer: {' '.join(str(exc).split())}")
         except RuntimeError as exc:
             # Imported only here: the module loads Spark, which most commands never need.
             from core.master_dataset import MasterDatasetError  # deferred: pyspark

@@ -12,9 +12,10 @@ import click
 
 from core.catalog import DEFAULT_LOGIC_VERSION, LOGIC_VERSIONS
 from core.settings import Architecture, Settings
-from core.spark import build_spark_session
 from core.store.streams import kappa_stream
 from lk.errors import fail, guarded
+from lk.progress_bars import ReplayBars
+from lk.spark_output import spark_session
 
 _LOGIC_HELP = "; ".join(f"{v}: {what}" for v, what in LOGIC_VERSIONS.items())
 
@@ -43,9 +44,11 @@ def reprocess(settings: Settings, architecture: str, logic_version: str) -> None
     from kappa.reprocess import Reprocess, ReprocessError  # deferred: pyspark
 
     click.echo("kappa: starting Spark ...")
-    spark = build_spark_session(settings, "lk-reprocess")
+    spark = spark_session(settings, "lk-reprocess")
+    bars = ReplayBars()
     try:
-        result = Reprocess(spark, settings, click.echo).run(logic_version)
+        with bars.bar:
+            result = Reprocess(spark, settings, click.echo, bars).run(logic_version)
     except ReprocessError as exc:
         fail(str(exc))
     finally:

@@ -18,10 +18,11 @@ from batch_layer.errors import BatchError
 from core.catalog import LOGIC_VERSIONS
 from core.provision import missing, provision_all
 from core.settings import Architecture, Settings
-from core.spark import build_spark_session, install_heartbeat
+from core.spark import install_heartbeat
 from core.store.connection import check_readable
 from core.times import iso, parse_iso
 from lk.errors import fail, guarded
+from lk.spark_output import spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,7 +86,7 @@ def archive(settings: Settings, available_now: bool) -> None:
     """Lambda: append the log to the master dataset, exactly once, continuously."""
     from batch_layer import archiver  # deferred: pyspark
 
-    spark = build_spark_session(settings, "lk-archiver")
+    spark = spark_session(settings, "lk-archiver")
     install_heartbeat(spark, settings.stream_heartbeat_dir)
     try:
         if available_now:
@@ -131,7 +132,7 @@ def batch(settings: Settings, cutoff: str | None, logic_version: str | None, dra
             cutoff_ms = parse_iso(cutoff)
         except ValueError as exc:
             fail(f"--cutoff: {exc}")
-    spark = build_spark_session(settings, "lk-batch")
+    spark = spark_session(settings, "lk-batch")
     try:
         result = run_batch(
             spark, settings, cutoff_ms=cutoff_ms, logic_version=logic_version, drain=drain
@@ -163,7 +164,7 @@ def stream(
     SIGTERM or Ctrl-C stops after the micro-batch in flight; the checkpoint and the store's
     progress make the next start resume where this one committed."""
     chosen = stream_architecture(settings, architecture)
-    spark = build_spark_session(settings, f"lk-stream-{chosen}")
+    spark = spark_session(settings, f"lk-stream-{chosen}")
     install_heartbeat(spark, settings.stream_heartbeat_dir)
     try:
         if chosen == Architecture.KAPPA:

@@ -9,6 +9,7 @@ import click
 from core.settings import Settings
 from infra.stack import stack as local_stack
 from lk.errors import fail, guarded
+from lk.progress_bars import BuildBars
 
 
 @click.group()
@@ -22,7 +23,7 @@ def stack() -> None:
 def up(settings: Settings) -> None:
     """Start every service (fetching and building what is missing) and wait until it answers."""
     started = time.monotonic()
-    local_stack.up(settings, progress=click.echo)
+    local_stack.up(settings, progress=click.echo, builds=BuildBars())
     click.echo(f"stack up in {time.monotonic() - started:.1f}s (data in {settings.stack_path})")
 
 

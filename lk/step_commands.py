@@ -17,8 +17,8 @@ from pathlib import Path
 import click
 
 from core.settings import Settings
-from core.spark import build_spark_session
 from lk.errors import fail, guarded
+from lk.spark_output import spark_session
 from lk.step_registry import STEPS, StepError, get_step, run_step
 
 _LIST = "\n".join(f"  {name}: {step.summary}" for name, step in STEPS.items())
@@ -48,13 +48,13 @@ def step(settings: Settings, name: str, arguments: tuple[str, ...], xcom_file: P
         if not sep or not key:
             fail(f"expected KEY=VALUE, got {item!r}")
         args[key] = value
-    spark_session = None
+    started = None
 
     def spark():  # type: ignore[no-untyped-def]
-        nonlocal spark_session
-        if spark_session is None:
-            spark_session = build_spark_session(settings, f"lk-step-{name}")
-        return spark_session
+        nonlocal started
+        if started is None:
+            started = spark_session(settings, f"lk-step-{name}")
+        return started
 
     try:
         get_step(name)
@@ -63,8 +63,8 @@ def step(settings: Settings, name: str, arguments: tuple[str, ...], xcom_file: P
     except (StepError, QualityGateError, RuntimeError, ValueError, psycopg.Error) as exc:
         fail(" ".join(str(exc).split()))
     finally:
-        if spark_session is not None:
-            spark_session.stop()
+        if started is not None:
+            started.stop()
     text = json.dumps(result)
     if xcom_file is not None:
         xcom_file.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -171,6 +172,7 @@ def run_reconciliation(
     run_name: str,
     *,
     spark: SparkSession | None = None,
+    jvm_log: Path | None = None,
     echo: Echo = log.info,
 ) -> QualityResult | None:
     """The ``reconciliation`` suite on Lambda vs Kappa vs the oracle, over the windows both
@@ -178,7 +180,7 @@ def run_reconciliation(
     one architecture has published nothing yet, or they serve different logic versions.
 
     Late ids and the profile history are read with Spark: pass a session, or one is started
-    (and stopped) here.
+    (and stopped) here, its JVM's output in `jvm_log` if given.
     """
     lam, kap = _served_all(settings, "lambda"), _served_all(settings, "kappa")
     reason = _not_comparable(lam, kap)
@@ -188,7 +190,7 @@ def run_reconciliation(
     assert lam is not None and kap is not None
     own = spark is None
     if spark is None:
-        spark = build_spark_session(settings, "lk-dq-reconciliation")
+        spark = build_spark_session(settings, "lk-dq-reconciliation", jvm_log)
     try:
         table = reconciliation_table(settings, spark, lam, kap)
     finally:

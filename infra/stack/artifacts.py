@@ -5,23 +5,85 @@
 - MinIO: built with `go install` from the Go module proxy, at the pinned module version.
 
 Each artifact is resolved once; a marker file holding the inputs' fingerprint makes a second
-run instant, and a change of version or POM resolves again.
+run instant, and a change of version or POM resolves again. A first resolution takes minutes:
+it reports each file fetched and each package compiled to a `BuildProgress` (`lk` draws a bar).
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from core.settings import Settings
 from infra.stack.process import StackError
 
 MAVEN_DIR = Path(__file__).resolve().parents[1] / "maven"
 _VERSION_SUFFIX = re.compile(r"-\d[\w.]*(?:-[\w.]+)*\.jar$")
+
+
+class BuildProgress(Protocol):
+    """How a fetch or build that is not cached reports itself, unit by unit."""
+
+    def started(self, build: str, unit: str) -> None:
+        """`build` begins; it counts its work in `unit`s (files, packages)."""
+
+    def advanced(self, item: str) -> None:
+        """One more unit is done: `item` names it."""
+
+    def finished(self) -> None: ...
+
+
+class NoProgress:
+    def started(self, build: str, unit: str) -> None:
+        pass
+
+    def advanced(self, item: str) -> None:
+        pass
+
+    def finished(self) -> None:
+        pass
+
+
+def _run_reporting(
+    cmd: list[str],
+    progress: BuildProgress,
+    item_of: Callable[[str], str | None],
+    env: dict[str, str] | None = None,
+) -> tuple[int, list[str]]:
+    """Run `cmd`, telling `progress` of each output line that `item_of` names as a unit of
+    work; its exit code and its last lines (for the reason of a failure)."""
+    tail: collections.deque[str] = collections.deque(maxlen=200)
+    with subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            tail.append(line.rstrip())
+            if (item := item_of(tail[-1])) is not None:
+                progress.advanced(item)
+    return process.returncode, list(tail)
+
+
+_MAVEN_FILE = re.compile(r"\[INFO\] (?:Downloaded from \S+: \S*/|Copying )(\S+)")
+
+
+def _maven_file(line: str) -> str | None:
+    """The file a line of Maven's batch output says it fetched or copied."""
+    return match[1] if (match := _MAVEN_FILE.match(line)) else None
+
+
+def _go_unit(line: str) -> str | None:
+    """What a line of `go install -v` says it did: a module downloaded, a package compiled."""
+    if line.startswith("go: downloading "):
+        return line.removeprefix("go: downloading ")
+    return None if not line or line.startswith(("go:", "#", " ", "\t")) else line
 
 
 def _artifact_name(jar: str) -> str:
@@ -46,7 +108,9 @@ def require_tool(tool: str, hint: str) -> str:
     return path
 
 
-def _maven_copy(settings: Settings, pom: Path, out_dir: Path) -> None:
+def _maven_copy(
+    settings: Settings, pom: Path, out_dir: Path, what: str, progress: BuildProgress
+) -> None:
     mvn = require_tool(
         "mvn", "install Maven (apt-get install maven) to fetch jars from Maven Central"
     )
@@ -55,7 +119,6 @@ def _maven_copy(settings: Settings, pom: Path, out_dir: Path) -> None:
     cmd = [
         mvn,
         "-B",
-        "-q",
         "-f",
         str(pom),
         f"-Dmaven.repo.local={settings.cache_path / 'm2'}",
@@ -63,27 +126,31 @@ def _maven_copy(settings: Settings, pom: Path, out_dir: Path) -> None:
         f"-DoutputDirectory={staging}",
         "-DincludeScope=runtime",
     ]
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        errors = [line for line in result.stdout.splitlines() if "[ERROR]" in line]
+    progress.started(f"fetching {what} (Maven Central)", "files")
+    try:
+        code, lines = _run_reporting(cmd, progress, _maven_file)
+    finally:
+        progress.finished()
+    if code != 0:
+        errors = [line for line in lines if "[ERROR]" in line]
         raise StackError(f"Maven could not resolve {pom.name}: {(errors or ['?'])[0]}")
     shutil.rmtree(out_dir, ignore_errors=True)
     staging.rename(out_dir)
 
 
-def kafka_jars(settings: Settings) -> Path:
+def kafka_jars(settings: Settings, progress: BuildProgress | None = None) -> Path:
     """The folder of the Kafka broker's classpath."""
     pom = MAVEN_DIR / "kafka-broker.pom.xml"
     out = settings.cache_path / "jars" / "kafka"
     marker = out / ".resolved"
     fingerprint = inputs_fingerprint(pom.read_text())
     if not is_current(marker, fingerprint):
-        _maven_copy(settings, pom, out)
+        _maven_copy(settings, pom, out, "Kafka's jars", progress or NoProgress())
         marker.write_text(fingerprint)
     return out
 
 
-def spark_jars(settings: Settings) -> Path:
+def spark_jars(settings: Settings, progress: BuildProgress | None = None) -> Path:
     """The folder of Spark's connector jars (Kafka source, s3a, Delta).
 
     Maven brings each connector's whole dependency tree; a jar that pyspark already ships
@@ -97,7 +164,7 @@ def spark_jars(settings: Settings) -> Path:
     shipped = {_artifact_name(j.name) for j in pyspark_jars.glob("*.jar")}
     fingerprint = inputs_fingerprint(pom.read_text(), *sorted(shipped))
     if not is_current(marker, fingerprint):
-        _maven_copy(settings, pom, out)
+        _maven_copy(settings, pom, out, "Spark's connector jars", progress or NoProgress())
         for jar in out.glob("*.jar"):
             # `shims` is RoaringBitmap's companion, which pyspark ships.
             if _artifact_name(jar.name) in shipped | {"shims"}:
@@ -112,7 +179,7 @@ def _pyspark_jars_dir() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
-def minio_binary(settings: Settings) -> Path:
+def minio_binary(settings: Settings, progress: BuildProgress | None = None) -> Path:
     """The MinIO server: `MINIO_BINARY` if set, else built once with `go install`."""
     if given := os.environ.get("MINIO_BINARY"):
         path = Path(given)
@@ -133,14 +200,25 @@ def minio_binary(settings: Settings) -> Path:
         "GOFLAGS": "-buildvcs=false -modcacherw",
     }
     module = f"github.com/minio/minio@{settings.minio_version}"
-    result = subprocess.run(
-        [go, "install", module], env=env, capture_output=True, text=True, check=False
-    )
-    if result.returncode != 0 or not binary.is_file():
-        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+    progress = progress or NoProgress()
+    progress.started("building MinIO (go install, Go module proxy)", "modules and packages")
+    try:
+        code, lines = _run_reporting([go, "install", "-v", module], progress, _go_unit, env)
+    finally:
+        progress.finished()
+    if code != 0 or not binary.is_file():
+        last = ([line for line in lines if line.strip()] or ["no output"])[-1]
         raise StackError(f"go install {module} failed: {last}")
     marker.write_text(settings.minio_version)
     return binary
+
+
+def fetch_all(settings: Settings, progress: BuildProgress) -> None:
+    """Everything the stack runs from, fetched or built now rather than when each service
+    starts, so that a first run shows its progress in one place."""
+    kafka_jars(settings, progress)
+    minio_binary(settings, progress)
+    spark_jars(settings, progress)
 
 
 def cached(settings: Settings) -> bool:

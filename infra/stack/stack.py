@@ -24,10 +24,19 @@ def services(settings: Settings) -> list[Service]:
     return [Kafka(settings), MinIO(settings), Postgres(settings)]
 
 
-def up(settings: Settings, progress: Progress = print) -> dict[str, float]:
-    """Start every service (and fetch Spark's jars); returns seconds spent per step."""
+def up(
+    settings: Settings, progress: Progress = print, builds: artifacts.BuildProgress | None = None
+) -> dict[str, float]:
+    """Fetch and build what is not cached yet (reported to `builds`), then start every service;
+    returns seconds spent per step."""
     timings: dict[str, float] = {}
     settings.stack_path.mkdir(parents=True, exist_ok=True)
+    if not artifacts.cached(settings):
+        started = time.monotonic()
+        progress(f"first run: fetching and building into {settings.cache_path} ...")
+        artifacts.fetch_all(settings, builds or artifacts.NoProgress())
+        timings["downloads"] = time.monotonic() - started
+        progress(f"fetched and built in {timings['downloads']:.0f}s (cached for later runs)")
     for service in services(settings):
         started = time.monotonic()
         progress(f"{service.name}: starting on {service.address} ...")

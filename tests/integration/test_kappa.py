@@ -37,7 +37,7 @@ from core.store import state as stream_state
 from core.store.connection import connect
 from core.store.streams import kappa_stream
 from kappa.job import KAPPA, KappaViews
-from kappa.reprocess import Reprocess
+from kappa.reprocess import ReplayPosition, Reprocess
 from serving.main import create_app
 from tests.conftest import ROOT
 from tests.integration.helpers import isolated_settings, settings_env
@@ -161,8 +161,12 @@ def test_reprocess_killed_mid_replay_then_rerun_reaches_the_same_state(kappa, sp
         assert versions.current(conn, KAPPA).version == 1  # type: ignore[union-attr]
         assert versions.get(conn, KAPPA, 2).status == "building"  # type: ignore[union-attr]
 
-    result = Reprocess(spark, settings).run("1")
+    replayed: list[ReplayPosition] = []  # what `lk reprocess` draws its bar from
+    result = Reprocess(spark, settings, on_replay=replayed.append).run("1")
     assert (result.version, result.retired) == (2, 1)  # resumed v2, not a fresh v3
+    assert {p.version for p in replayed} == {2}
+    assert all(p.read <= p.to_read for p in replayed)
+    assert replayed[-1].read == replayed[-1].to_read  # a round reads what the log held at its start
 
     late_ids = _late_ids(spark, settings, 2, "1")
     expected = _oracle(kappa, late_ids, "1", kappa["extra"])

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 from confluent_kafka import Producer
 
@@ -96,3 +100,35 @@ def test_the_heartbeat_follows_each_running_query(spark, tmp_path) -> None:  # t
             time.sleep(0.5)
     finally:
         spark.streams.removeListener(listener)
+
+
+_SESSION_WITH_JVM_LOG = """
+import sys
+from pathlib import Path
+from core.settings import get_settings
+from core.spark import build_spark_session
+session = build_spark_session(get_settings(), "lk-jvm-log", Path(sys.argv[1]))
+print(session.range(3).count())
+session.stop()
+"""
+
+
+def test_the_driver_jvm_s_own_output_goes_to_its_log_file_not_the_terminal(
+    stack: Settings, stack_env: dict[str, str], tmp_path: Path
+) -> None:
+    """What `lk` does on a terminal (lk/spark_output.py): SLF4J's and Spark's WARN lines land in
+    the file, and the terminal keeps only the command's own output."""
+    log = tmp_path / "spark-lk-jvm-log.log"
+    done = subprocess.run(
+        [sys.executable, "-c", _SESSION_WITH_JVM_LOG, str(log)],
+        env={**os.environ, **stack_env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "3"
+    for noise in ("WARN", "log4j", "SLF4J", "Setting default log level"):
+        assert noise not in done.stderr + done.stdout, noise
+    assert "log4j" in log.read_text()  # "Using Spark's default log4j profile: ..."

@@ -87,3 +87,21 @@ def test_a_failed_spark_job_ends_in_one_line_naming_its_cause() -> None:
         "DELTA_METADATA_MISMATCH): A metadata mismatch was detected when writing to the Delta "
         "table."
     )
+
+
+def test_a_store_that_does_not_answer_ends_in_one_line() -> None:
+    import click
+    import psycopg
+
+    from lk.errors import guarded
+
+    @click.command()
+    @guarded
+    def waiting() -> None:
+        raise psycopg.errors.ConnectionTimeout("connection timeout expired")
+
+    result = CliRunner().invoke(waiting, [])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "lk: error: the serving store did not answer: connection timeout expired"
+    )

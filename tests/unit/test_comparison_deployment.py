@@ -57,3 +57,26 @@ def test_a_stream_that_keeps_dying_stops_the_run_with_its_last_words(tmp_path: P
         deployment.check()
     with pytest.raises(ComparisonError, match=r"stopped 4 times.*ConnectionTimeout"):
         deployment.check()
+
+
+def test_a_wait_asks_again_when_the_store_does_not_answer(tmp_path: Path) -> None:
+    """On a saturated node a connection can time out: the wait asks again, as the sampler
+    does, instead of ending the run with a traceback."""
+    import psycopg
+
+    from comparison.scenarios import Context
+
+    answers = iter([psycopg.errors.ConnectionTimeout("connection timeout expired"), False, True])
+
+    def condition() -> bool:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    said: list[str] = []
+    ctx = Context.__new__(Context)  # only what `wait` uses
+    ctx.deployment = _deployment(tmp_path, DyingProcess(deaths=0))
+    ctx.echo = said.append
+    assert ctx.wait(condition, timeout_s=30, what="the streams running") >= 0
+    assert said == ["  (the streams running: the store did not answer: connection timeout expired)"]
