@@ -4,6 +4,7 @@ its report is.
 
     python -m infra.cluster.compare                          # the cluster of `lk cluster up`
     python -m infra.cluster.compare --context kind-lambda-kappa   # another cluster (kind)
+    python -m infra.cluster.compare --pause-streams          # a small node: see streams_paused
 
 `make cluster-compare` and `make kind-compare` call this, and so does the real-cluster test,
 so what the test proves is what a user runs. The run publishes its report to the cluster's
@@ -18,7 +19,8 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -27,6 +29,8 @@ from core.settings import get_settings
 from infra.cluster import install, paths
 
 POLL_S: Final = 5.0
+STREAMS: Final = ("archiver", "speed-layer", "kappa-stream")
+"""The release's own stream Deployments (`<release>-<name>`)."""
 PUBLISHED: Final = re.compile(r"published: (?P<url>https?://\S+)")
 
 Echo = Callable[[str], None]
@@ -119,11 +123,40 @@ def _status(kubectl: Run, name: str) -> bool | None:
     return None
 
 
+@contextmanager
+def streams_paused(kubectl: Run, release: str, echo: Echo) -> Iterator[None]:
+    """The release's own streams scaled to zero while a run goes, then back to their replicas.
+
+    A run deploys both architectures again inside its pod. On a 2-CPU node, the release's three
+    drivers and their executors beside the run's own JVMs kept the load near 30: Postgres's
+    probes timed out, the kubelet restarted it, and every stream lost its store."""
+    wanted = [f"{release}-{name}" for name in STREAMS]
+    got = kubectl(
+        "get", "deployment", *wanted, "--ignore-not-found", "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.spec.replicas}{' '}{end}",
+    )  # fmt: skip
+    replicas = dict(item.split("=", 1) for item in got.stdout.split() if "=" in item)
+    if replicas:
+        kubectl("scale", "deployment", *replicas, "--replicas=0")
+        echo(f"== paused the release's streams for the run: {', '.join(replicas)}")
+    try:
+        yield
+    finally:
+        for name, count in replicas.items():
+            kubectl("scale", "deployment", name, f"--replicas={count}")
+        if replicas:
+            echo("== the release's streams are back")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.cluster.compare", description=__doc__)
     parser.add_argument("--context", help="a kubeconfig context (kind); default: lk cluster's")
     parser.add_argument("--namespace", default=install.NAMESPACE)
     parser.add_argument("--release", default=install.RELEASE)
+    parser.add_argument(
+        "--pause-streams", action="store_true",
+        help="scale the release's own streams to zero during the run (a node of 2-3 CPUs)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.context:
         kubectl = Kubectl(
@@ -138,10 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             (str(paths.kubectl(settings)), "--namespace", args.namespace),
             install.helm_env(settings),
         )
+    pausing = streams_paused(kubectl, args.release, print) if args.pause_streams else nullcontext()
     try:
-        name = start(kubectl, args.release)
-        print(f"== job/{name}: both architectures live in one pod, then the report")
-        job = follow(kubectl, name, print)
+        with pausing:
+            name = start(kubectl, args.release)
+            print(f"== job/{name}: both architectures live in one pod, then the report")
+            job = follow(kubectl, name, print)
     except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as exc:
         print(f"lk: error: {exc}", file=sys.stderr)
         return 1

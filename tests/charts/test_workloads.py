@@ -103,6 +103,17 @@ class TestEveryWorkload:
                 if "ports" in c and not reason:
                     assert has_probes, _name(obj, c)
 
+    def test_no_probe_should_count_a_slow_answer_on_a_busy_node_as_a_failure(
+        self, value_set: str
+    ) -> None:
+        """Kubernetes' default probe timeout is 1 s: with a comparison beside the release on a
+        2-CPU node, Postgres's pg_isready took longer and the kubelet restarted it."""
+        for obj in render_set(value_set).of_kind("Deployment", "StatefulSet"):
+            for c in containers(obj, init=False):
+                for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                    if probe in c:
+                        assert c[probe].get("timeoutSeconds", 1) >= 5, (_name(obj, c), probe)
+
     def test_no_workload_should_go_without_probes(self, value_set: str) -> None:
         # The stream drivers were the last (issue 15, item 8): they have a heartbeat now.
         rendered = render_set(value_set)

@@ -301,8 +301,9 @@ def test_the_comparison_job_runs_both_architectures_and_publishes_its_report(
     workload, conftest's values), publishes to the cluster's MinIO and records the report for
     GET /v1/comparison; the report opens through a port-forward, as NOTES.txt says."""
     kubectl = compare.Kubectl((kube.kubectl_bin, "--namespace", kube.namespace), kube.env())
-    name = compare.start(kubectl)
-    job = compare.follow(kubectl, name, lambda _line: None, timeout_s=COMPARISON_TIMEOUT_S)
+    with compare.streams_paused(kubectl, RELEASE, lambda _line: None):  # as make's target does
+        name = compare.start(kubectl)
+        job = compare.follow(kubectl, name, lambda _line: None, timeout_s=COMPARISON_TIMEOUT_S)
     assert job.succeeded, job.log[-4000:]
     assert "Traceback" not in job.log
     assert job.report_url is not None and job.report_path is not None, job.log[-2000:]

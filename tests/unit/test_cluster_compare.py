@@ -64,3 +64,33 @@ def test_a_failed_job_is_reported_without_a_report() -> None:
     job = compare.follow(ScriptedKubectl(["/1"], "lk: error: no Kafka\n"), "j", print, 60)
     assert not job.succeeded
     assert job.report_url is None and job.report_path is None
+
+
+class ScalingKubectl:
+    """Answers `get deployment` with the release's streams and records every `scale`."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        self.calls.append(args)
+        found = "lk-archiver=1 lk-speed-layer=1 lk-kappa-stream=2 " if args[0] == "get" else ""
+        return subprocess.CompletedProcess(args, 0, found, "")
+
+
+def test_the_release_s_streams_pause_for_the_run_and_come_back_even_when_it_fails() -> None:
+    kubectl = ScalingKubectl()
+    with (
+        pytest.raises(TimeoutError),
+        compare.streams_paused(kubectl, "lk", lambda _line: None),
+    ):
+        assert kubectl.calls[-1] == (
+            "scale", "deployment", "lk-archiver", "lk-speed-layer", "lk-kappa-stream",
+            "--replicas=0",
+        )  # fmt: skip
+        raise TimeoutError
+    assert kubectl.calls[-3:] == [
+        ("scale", "deployment", "lk-archiver", "--replicas=1"),
+        ("scale", "deployment", "lk-speed-layer", "--replicas=1"),
+        ("scale", "deployment", "lk-kappa-stream", "--replicas=2"),
+    ]

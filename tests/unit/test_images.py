@@ -209,3 +209,45 @@ def test_a_build_should_leave_only_its_own_tag_of_the_project_s_images(
     removed = images.prune_other_tags("new", log=lambda _: None)
     assert removed == ["docker.io/lambda-kappa/app:old", "docker.io/lambda-kappa/airflow:old"]
     assert calls[-1] == ["podman", "rmi", "--force", *removed]
+
+
+def test_loading_a_build_into_containerd_removes_the_project_s_other_tags_there(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The cluster's containerd keeps every tag ever loaded, and the CRI a `sha256:<id>`
+    reference of each: both go for older tags, and nothing else (the pause image, another
+    project's images, the digests the new tag shares)."""
+    listing = (
+        "REF TYPE DIGEST SIZE PLATFORMS LABELS\n"
+        "docker.io/lambda-kappa/app:new t sha256:n1 2.6GiB linux/amd64 -\n"
+        "docker.io/lambda-kappa/app:old t sha256:o1 2.6GiB linux/amd64 -\n"
+        "docker.io/lambda-kappa/kafka:old t sha256:k1 400MiB linux/amd64 -\n"
+        "docker.io/lambda-kappa/kafka:new t sha256:k1 400MiB linux/amd64 -\n"
+        "registry.k8s.io/pause:3.10 t sha256:p1 680KiB linux/amd64 -\n"
+        "lk.local/busybox:1.35 t sha256:b1 2MiB linux/amd64 -\n"
+        "sha256:aaa t sha256:o1 2.6GiB linux/amd64 -\n"
+        "sha256:bbb t sha256:n1 2.6GiB linux/amd64 -\n"
+        "sha256:ccc t sha256:k1 400MiB linux/amd64 -\n"
+        "sha256:ddd t sha256:p1 680KiB linux/amd64 -\n"
+    )
+    names = "\n".join(line.split()[0] for line in listing.splitlines()[1:])
+    calls: list[list[str]] = []
+
+    def run(cmd: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, names if "-q" in cmd else listing, "")
+
+    monkeypatch.setattr(images.subprocess, "run", run)
+    monkeypatch.setattr(images.shutil, "which", lambda _: "/usr/bin/ctr")
+    socket = tmp_path / "containerd.sock"
+    socket.touch()
+    refs = ["docker.io/lambda-kappa/app:new", "docker.io/lambda-kappa/kafka:new"]
+    images.load_into_containerd(socket, refs, log=lambda _: None)  # both present: no import
+    ctr = ["ctr", "--address", str(socket), "-n", "k8s.io"]
+    assert calls[-1] == [
+        *ctr, "images", "rm",
+        "docker.io/lambda-kappa/app:old", "docker.io/lambda-kappa/kafka:old", "sha256:aaa",
+    ]  # fmt: skip
+    calls.clear()
+    images.load_into_containerd(socket, ["lk.local/busybox:1.35"], log=lambda _: None)
+    assert not any("rm" in call for call in calls)  # not a build of ours: nothing removed
