@@ -342,7 +342,7 @@ def late_figure(run: ComparisonRun) -> Section:
         "to zero at the hand-off; Kappa's stream never reads them again, so its count stays "
         "until a replay with a longer watermark. The count can exceed the events the workload "
         "made late on purpose: a live run produces hours of event time in minutes, so when one "
-        "of the log's partitions reaches a micro-batch a fraction of a second after the others, "
+        "of the log's partitions reaches a micro-batch a second after the others (a busy node), "
         "its events are minutes of event time behind a watermark that has already moved on. "
         f"In this run: {summary}."
     )

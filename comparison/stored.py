@@ -1,10 +1,10 @@
 """Bytes each architecture keeps, measured where they lie.
 
 Lambda keeps an immutable master dataset (MinIO) and batch views beside its real-time view;
-Kappa keeps the retained log (Kafka's partition folders) and its view versions. Both keep keyed
-stream state (Postgres) and stream state on MinIO. Rows in Postgres are measured as the bytes
-of their tuples (`pg_column_size`), not the tables' pages, so that two architectures sharing a
-table are told apart.
+Kappa keeps the retained log (its records, read back from Kafka) and its view versions. Both
+keep keyed stream state (Postgres) and stream state on MinIO. Rows in Postgres are measured as
+the bytes of their tuples (`pg_column_size`), not the tables' pages, so that two architectures
+sharing a table are told apart.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from psycopg import sql
 
 from comparison.figures import StoredBytes
 from core.catalog import VIEW_NAMES
+from core.kafka_io import read_topic
 from core.provision import s3_client
 from core.settings import Settings
 from core.store.connection import connect
 from core.store.schema import batch_table, realtime_table
 from core.store.streams import KAPPA_PREFIX, LAMBDA_SPEED
-from infra.stack.kafka import Kafka
 
 
 def _bucket_bytes(settings: Settings, bucket: str, prefix: str = "") -> int:
@@ -53,14 +53,13 @@ def _stream_rows(settings: Settings, lambda_side: bool) -> tuple[int, int]:
 
 
 def _log_bytes(settings: Settings) -> int:
-    """The topics' record segments (`*.log`); the indexes beside them are preallocated."""
-    logs = Kafka(settings).data_dir / "data"
-    topics = (settings.events_topic, settings.profiles_topic)
+    """The keys and values of every record the topics retain, read back through Kafka: the
+    broker may run elsewhere (in a pod of its own on Kubernetes), where its folders cannot be
+    listed. Kafka's batch framing and indexes are left out, on both sides of the comparison."""
     return sum(
-        f.stat().st_size
-        for folder in logs.iterdir()
-        if folder.is_dir() and folder.name.rsplit("-", 1)[0] in topics
-        for f in folder.glob("*.log")
+        len(record.key or b"") + len(record.value or b"")
+        for topic in (settings.events_topic, settings.profiles_topic)
+        for record in read_topic(settings, topic)
     )
 
 
