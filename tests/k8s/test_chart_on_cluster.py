@@ -315,8 +315,13 @@ def test_the_comparison_job_runs_both_architectures_and_publishes_its_report(
         assert numbers.status_code == 200
         assert {s["name"] for s in numbers.json()["scenarios"]} == set(COMPARISON_SCENARIOS)
     with kube.port_forward(SERVING, 8000) as url:
-        listed = httpx.get(url + "/v1/comparison", timeout=30).json()
-        assert listed["report"] == job.report_url
+        for _ in range(20):  # the API answers 503 while its store restarts: ask again
+            listed = httpx.get(url + "/v1/comparison", timeout=30)
+            if listed.status_code != 503:
+                break
+            time.sleep(3)
+        assert listed.status_code == 200, listed.text
+        assert listed.json()["report"] == job.report_url, listed.text
 
 
 # -- upgrades and uninstall --------------------------------------------------------------------
