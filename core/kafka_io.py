@@ -257,12 +257,26 @@ def end_offsets(settings: Settings, topic: str) -> dict[int, tuple[int, int]]:
     try:
         metadata = consumer.list_topics(topic, timeout=10)
         partitions = sorted(metadata.topics[topic].partitions)
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            for p in partitions
-        }
+        return {p: _watermarks(consumer, TopicPartition(topic, p)) for p in partitions}
     finally:
         consumer.close()
+
+
+def _watermarks(consumer: Any, partition: Any, timeout_s: float = 10.0) -> tuple[int, int]:
+    """A partition's (low, high) offsets. librdkafka answers "unknown partition" until its own
+    metadata has the partition the broker just listed (seen on a saturated node): ask again."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(partition, timeout=timeout_s)
+            return int(low), int(high)
+        except KafkaException as exc:
+            unknown = exc.args[0].code() == KafkaError._UNKNOWN_PARTITION
+            if not unknown or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def log_bounds(settings: Settings) -> dict[str, tuple[int, int]]:

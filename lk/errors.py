@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import NoReturn, ParamSpec, TypeVar
 
 import click
+import confluent_kafka
 import psycopg
 
 from core.kafka_io import ProduceError
@@ -66,6 +67,8 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
             fail("interrupted")
         except psycopg.OperationalError as exc:  # the store down, refusing, or timing out
             fail(f"the serving store did not answer: {' '.join(str(exc).split())}")
+        except confluent_kafka.KafkaException as exc:  # the log unreachable, or not answering
+            fail(f"Kafka: {exc.args[0].str() if exc.args else exc}")
         except RuntimeError as exc:
             # Imported only here: the module loads Spark, which most commands never need.
             from core.master_dataset import MasterDatasetError  # deferred: pyspark

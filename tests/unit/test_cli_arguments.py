@@ -105,3 +105,19 @@ def test_a_store_that_does_not_answer_ends_in_one_line() -> None:
     assert result.stderr.strip() == (
         "lk: error: the serving store did not answer: connection timeout expired"
     )
+
+
+def test_a_kafka_failure_ends_in_one_line() -> None:
+    import click
+    from confluent_kafka import KafkaError, KafkaException
+
+    from lk.errors import guarded
+
+    @click.command()
+    @guarded
+    def reading() -> None:
+        raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION, "Unknown partition"))
+
+    result = CliRunner().invoke(reading, [])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "lk: error: Kafka: Unknown partition"

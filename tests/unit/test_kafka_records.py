@@ -47,3 +47,22 @@ def test_any_line_gives_a_record_that_kafka_can_take(line: bytes) -> None:
     assert 0 <= timestamp <= 2**63 - 1
     assert value is None or isinstance(value, bytes)
     assert key is None or isinstance(key, bytes)
+
+
+def test_watermarks_are_asked_again_while_librdkafka_does_not_know_the_partition() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from core.kafka_io import _watermarks
+
+    class Consumer:
+        calls = 0
+
+        def get_watermark_offsets(self, _partition: object, timeout: float) -> tuple[int, int]:
+            self.calls += 1
+            if self.calls < 3:
+                raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+            return 0, 42
+
+    consumer = Consumer()
+    assert _watermarks(consumer, object(), timeout_s=10) == (0, 42)
+    assert consumer.calls == 3
