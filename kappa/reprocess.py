@@ -128,7 +128,7 @@ class Reprocess:
         spark: SparkSession,
         settings: Settings,
         echo: Echo = lambda _: None,
-        on_replay: Callable[[ReplayPosition], None] = lambda _: None,
+        on_replay: Callable[[ReplayPosition], None] | None = None,
     ) -> None:
         self.views = KappaViews(spark, settings)
         self.settings = settings
@@ -160,6 +160,8 @@ class Reprocess:
         self.rounds += 1
 
         def watch(run: Run, consumed: Mapping[str, int]) -> None:
+            if self.on_replay is None:
+                return
             read = sum(
                 max(0, min(consumed.get(tp, at), before[tp]) - at) for tp, at in start.items()
             )
@@ -167,7 +169,9 @@ class Reprocess:
                 ReplayPosition(version.version, self.rounds, run.micro_batches, read, to_read)
             )
 
-        run = self.views.run_available_now(version, lambda run: watch(run, run.consumed))
+        # Polled every second only when someone draws it (`lk reprocess` on a terminal).
+        polled = None if self.on_replay is None else (lambda run: watch(run, run.consumed))
+        run = self.views.run_available_now(version, polled)
         # availableNow reads up to the log end at its start; the progress says exactly where.
         consumed = {**before, **run.consumed}
         watch(run, consumed)

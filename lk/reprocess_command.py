@@ -46,9 +46,10 @@ def reprocess(settings: Settings, architecture: str, logic_version: str) -> None
     click.echo("kappa: starting Spark ...")
     spark = spark_session(settings, "lk-reprocess")
     bars = ReplayBars()
+    drawn = None if bars.bar.disable else bars  # off a terminal nothing polls the replay
     try:
         with bars.bar:
-            result = Reprocess(spark, settings, click.echo, bars).run(logic_version)
+            result = Reprocess(spark, settings, click.echo, drawn).run(logic_version)
     except ReprocessError as exc:
         fail(str(exc))
     finally:
