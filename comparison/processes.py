@@ -8,6 +8,7 @@ child of the Python driver) and the peak of the tree's resident memory, sampled.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -121,14 +122,21 @@ class LkProcess:
         self.wait(30)
 
     def stop(self, grace_s: float = 60.0) -> None:
-        """SIGTERM, as `kubectl delete pod` sends; SIGKILL after `grace_s`."""
+        """SIGTERM, as `kubectl delete pod` sends; SIGKILL after `grace_s`.
+
+        The signal goes to `lk` alone, as the kubelet sends it to a container's main process:
+        `lk` stops its queries and Spark, and Spark's JVM ends with it. Signalled too, the JVM
+        would stop its SparkContext under a query still stopping (a traceback in the log)."""
         if self.process is None or self.process.poll() is not None:
             return
-        os.killpg(self.process.pid, signal.SIGTERM)
+        self.process.send_signal(signal.SIGTERM)
         try:
             self.wait(grace_s)
         except subprocess.TimeoutExpired:
             self.kill()
+        else:
+            with contextlib.suppress(ProcessLookupError):  # what outlived `lk`, if anything
+                os.killpg(self.process.pid, signal.SIGKILL)
 
     def tail(self, chars: int = 2000) -> str:
         try:

@@ -68,6 +68,17 @@ def test_its_drivers_should_run_spark_locally_as_the_comparison_user(value_set: 
     assert init == {"wait-for-init"}
 
 
+def test_its_lk_init_should_keep_the_release_s_read_only_role_password() -> None:
+    """The read-only role belongs to the Postgres server, not to a database: the run's `lk
+    init` grants it reads on the run's database with the release's password. Given none, it
+    reset the role to the default password, and the release's API could no longer open a
+    connection (found on the real cluster: GET /v1/comparison answered 503 after a run)."""
+    env = env_of(_container(_cronjob(BOTH)))
+    assert env["LK_SERVING_POSTGRES_USER"]["value"] == "lk_reader"
+    password = env["LK_SERVING_POSTGRES_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    assert password == {"name": "lk-credentials", "key": "serving-postgres-password"}
+
+
 def test_a_schedule_should_unsuspend_it() -> None:
     cronjob = _cronjob({**BOTH, "comparison": {"schedule": "0 3 * * *"}})
     assert cronjob["spec"]["schedule"] == "0 3 * * *"

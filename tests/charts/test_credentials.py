@@ -187,7 +187,10 @@ class TestServingReadsAsAReadOnlyRole:
         if value_set == "both":  # a comparison run creates its own serving database
             writers |= {"comparison"}
         assert _components_reading(rendered, "postgres-password") == writers
-        assert _components_reading(rendered, "serving-postgres-password") == {"init", "serving"}
+        # Who creates the read-only role or logs in as it: `lk init`, the API, and a comparison
+        # run (its own `lk init` and `lk serve`).
+        readers = {"init", "serving"} | ({"comparison"} if value_set == "both" else set())
+        assert _components_reading(rendered, "serving-postgres-password") == readers
 
 
 def test_serving_role_name_should_come_from_values() -> None:

@@ -320,8 +320,13 @@ def test_the_comparison_job_runs_both_architectures_and_publishes_its_report(
             if listed.status_code != 503:
                 break
             time.sleep(3)
-        assert listed.status_code == 200, listed.text
-        assert listed.json()["report"] == job.report_url, listed.text
+        why = listed.text + "\n" + _log_tail(kube, SERVING)  # the API logs the store's error
+        assert listed.status_code == 200, why
+        assert listed.json()["report"] == job.report_url, why
+
+
+def _log_tail(kube: Kube, target: str) -> str:
+    return kube.kubectl("logs", target, "--all-containers", "--tail=40", check=False)
 
 
 # -- upgrades and uninstall --------------------------------------------------------------------
