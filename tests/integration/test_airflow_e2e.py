@@ -1,10 +1,9 @@
 """Airflow itself, end to end: the project's local Airflow (api-server, scheduler, dag-processor,
-LocalExecutor) on the test stack runs `kappa_reprocess` when a person clicks Trigger in the UI
-(headless Chromium), and the run moves the serving alias to the version it built.
+LocalExecutor) on the test stack runs `kappa_reprocess`, triggered once through the REST API
+and once by a person clicking Trigger in the UI (headless Chromium), and each run moves the
+serving alias to the version it built.
 
-The test follows the run through Airflow 3's REST API (a JWT from `POST /auth/token`, then
-`/api/v2/...` with it). A run triggered through that API is the cluster test's
-(`tests/k8s`); the DAG's params given as conf, `tests/integration/test_dags.py`'s.
+Airflow 3's REST API: a JWT from `POST /auth/token`, then `/api/v2/...` with it.
 """
 
 from __future__ import annotations
@@ -85,11 +84,19 @@ def _check_run(api: AirflowApi, settings: Settings, run_id: str, version: int, l
     assert retired is not None and retired.status == "retired"
 
 
+def test_a_run_triggered_through_the_rest_api_moves_the_alias(
+    deployment: tuple[Settings, AirflowApi],
+) -> None:
+    settings, api = deployment
+    assert _alias(settings).version == 1
+    run_id = api.trigger(DAG_ID, {"logic_version": "2"})
+    _check_run(api, settings, run_id, version=2, logic="2")
+
+
 def test_a_run_triggered_by_clicking_trigger_in_the_ui_moves_the_alias(
     deployment: tuple[Settings, AirflowApi], tmp_path: Path
 ) -> None:
     settings, api = deployment
-    assert _alias(settings).version == 1
     run = api.click_trigger(
         DAG_ID,
         # The trigger form explains the param: its title, choices and description.
@@ -97,4 +104,4 @@ def test_a_run_triggered_by_clicking_trigger_in_the_ui_moves_the_alias(
         screenshot=tmp_path / "trigger-form.png",
     )
     assert run["conf"] == {"logic_version": "1"}  # the form's default
-    _check_run(api, settings, run["dag_run_id"], version=2, logic="1")
+    _check_run(api, settings, run["dag_run_id"], version=3, logic="1")
