@@ -33,6 +33,7 @@ from core.catalog import VIEWS
 from core.checkpoints import batch_offsets, checkpoint_id
 from core.kafka_io import lost_records
 from core.settings import Settings
+from core.spark import SMALL_FRAME_ROWS, small_frames_session
 from core.store import realtime, sessions, state
 from core.store.connection import connect, stream_lock
 from core.store.realtime import Change, Replacement, StreamProgress, Upsert
@@ -44,6 +45,7 @@ from stream_engine.accepted_log import AcceptedLog
 
 if TYPE_CHECKING:
     import psycopg
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
@@ -117,6 +119,7 @@ class StreamEngine:
         self.outcomes: list[BatchOutcome] = []
         self._query_id: str | None = None
         self._failure: Exception | None = None
+        self._small: SparkSession | None = None
 
     # -- the query ------------------------------------------------------------------------
 
@@ -264,12 +267,22 @@ class StreamEngine:
 
     # -- merging partials into keyed state ---------------------------------------------------
 
-    def _frame(self, values: list[str], schema: str) -> DataFrame:
+    def _session_for(self, rows: int) -> SparkSession:
+        """Where to merge `rows` touched keys: the small-frames session (``core.spark``) unless
+        they are many, as in a replay's large micro-batches."""
+        if rows > SMALL_FRAME_ROWS:
+            return self.spark
+        if self._small is None:
+            self._small = small_frames_session(self.spark)
+        return self._small
+
+    @staticmethod
+    def _frame(session: SparkSession, values: list[str], schema: str) -> DataFrame:
         """Stored JSON rows back as a DataFrame of the partial's schema."""
         import pyarrow as pa
         from pyspark.sql import functions as F
 
-        text = self.spark.createDataFrame(pa.table({"v": pa.array(values, pa.string())}))
+        text = session.createDataFrame(pa.table({"v": pa.array(values, pa.string())}))
         return text.select(F.from_json("v", schema).alias("r")).select("r.*")
 
     def _additive(
@@ -288,9 +301,13 @@ class StreamEngine:
         fresh = _json_rows(aggregate.partial(events, profiles), aggregate.key)
         if not fresh:
             return 0
+        # The touched keys' merge, delta and totals: small frames, whatever the history.
+        session = self._session_for(len(fresh))
         stored = state.load(conn, stream, aggregate.view, [key for key, _ in fresh])
-        before = self._frame(stored, aggregate.schema)
-        after = aggregate.merge(before, self._frame([v for _, v in fresh], aggregate.schema))
+        before = self._frame(session, stored, aggregate.schema)
+        after = aggregate.merge(
+            before, self._frame(session, [v for _, v in fresh], aggregate.schema)
+        )
         writes.updates.append(StateUpdate(aggregate.view, _json_rows(after, aggregate.key)))
 
         totals_schema = _totals_schema(aggregate, after)
@@ -298,7 +315,7 @@ class StreamEngine:
         try:
             keys = _json_keys(delta, aggregate.total_key)
             stored = state.load(conn, stream, totals_name(aggregate.view), keys)
-            old = self._frame(stored, totals_schema)
+            old = self._frame(session, stored, totals_schema)
             totals = aggregate.add_totals(old, delta).persist()
         finally:
             delta.unpersist()
@@ -331,15 +348,12 @@ class StreamEngine:
     ) -> int:
         """Sessions of the users with new events: their current real-time sessions (and the
         sessions another layer leaves open, if not yet continued) merged with the new ones."""
-        fresh = aggregate.partial(events, None).persist()
-        try:
-            users = sorted(r["user_id"] for r in fresh.select("user_id").distinct().collect())
-            if not users:
-                return 0
-            known = sessions.stream_sessions(conn, self.spec.stream, users)
-            rows = self._merged_sessions(conn, users, cutoff, known, fresh)
-        finally:
-            fresh.unpersist()
+        fresh = aggregate.partial(events, None).toArrow()
+        users = sorted(set(fresh.column("user_id").to_pylist()))
+        if not users:
+            return 0
+        known = sessions.stream_sessions(conn, self.spec.stream, users)
+        rows = self._merged_sessions(conn, users, cutoff, known, fresh)
         changes.append(Replacement("sessions", rows, users=users))
         return len(users)
 
@@ -349,13 +363,14 @@ class StreamEngine:
         users: list[str],
         cutoff: int | None,
         known: list[tuple],
-        fresh: DataFrame,
+        fresh: pa.Table,
     ) -> list[tuple]:
         """`known` sessions and the sessions another layer leaves open for `users`, merged
-        with `fresh` ones by the shared session logic, as rows."""
-        seeds = known + self.spec.session_seeds(conn, users, cutoff)
-        frame = self.spark.createDataFrame(_dedupe_seeds(seeds), SESSIONS_SCHEMA)
-        merged = PARTIALS["sessions"].merge(frame, fresh)
+        with `fresh` ones (the new events' sessions) by the shared session logic, as rows."""
+        seeds = _dedupe_seeds(known + self.spec.session_seeds(conn, users, cutoff))
+        session = self._session_for(len(seeds) + fresh.num_rows)
+        frame = session.createDataFrame(seeds, SESSIONS_SCHEMA)
+        merged = PARTIALS["sessions"].merge(frame, session.createDataFrame(fresh))
         return [tuple(r) for r in merged.select(*VIEWS["sessions"].columns).collect()]
 
     # -- Lambda's hand-off: recompute everything after a new cutoff ----------------------
@@ -392,8 +407,8 @@ class StreamEngine:
                 frame = aggregate.finish_totals(totals).select(*VIEWS[aggregate.view].columns)
                 changes.append(Replacement(aggregate.view, [tuple(r) for r in frame.collect()]))
                 partial.unpersist()
-            users = sorted(r["user_id"] for r in events.select("user_id").distinct().collect())
-            fresh = PARTIALS["sessions"].partial(events, None)
+            fresh = PARTIALS["sessions"].partial(events, None).toArrow()
+            users = sorted(set(fresh.column("user_id").to_pylist()))
             rows = self._merged_sessions(conn, users, cutoff, [], fresh) if users else []
             changes.append(Replacement("sessions", rows))
         finally:

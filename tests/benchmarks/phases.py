@@ -11,10 +11,10 @@ The bench does not change the stream engine (`stream_engine.engine`). While a me
   `collect`, `first`, `isEmpty`), `persist` (which plans the query it caches), Delta's
   `isDeltaTable` check (it reads the table's log on MinIO) and `createDataFrame`.
 
-A call inside one of the steps counts in that step only (two are also shown on their own: the
-session merge's `_dedupe_seeds` and `_current_sessions`). What is left ("other") is Python and
-lazy plan building. Spark is lazy, so a step's time is that of the Spark jobs its own actions
-run: an append runs the validation and anti-joins that feed it.
+A call inside one of the steps counts in that step only (some are also shown on their own: the
+session merge's `_dedupe_seeds` and its lookup of the users' sessions, the state lookups). What
+is left ("other") is Python and lazy plan building. Spark is lazy, so a step's time is that of
+the Spark jobs its own actions run: an append runs the validation and anti-joins that feed it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.classic.dataframe import DataFrame
 
 from core.store import realtime
+from core.store import sessions as stored_sessions
 from core.store import state as stream_state
 from stream_engine import engine as engine_module
 from stream_engine.accepted_log import AcceptedLog
@@ -59,7 +60,10 @@ _CALLS: dict[str, tuple[Any, str]] = {
 # too, and not again in "other". They are part of their step's time.
 _DETAILS: dict[str, tuple[Any, str]] = {
     "  within sessions merge: _dedupe_seeds (Python)": (engine_module, "_dedupe_seeds"),
-    "  within sessions merge: _current_sessions (Postgres)": (engine_module, "_current_sessions"),
+    "  within sessions merge: the users' sessions (Postgres)": (
+        stored_sessions,
+        "stream_sessions",
+    ),
     "  within additive views: keyed state lookups (Postgres)": (stream_state, "load"),
     "  within additive views: partial rows to JSON (collect)": (engine_module, "_json_rows"),
 }
