@@ -26,12 +26,12 @@ from core.master_dataset import PARTITION_COLUMNS, RAW_COLUMNS, MasterDataset, r
 from core.settings import Architecture, Settings
 from core.store.schema import batch_table
 from core.times import to_timestamp
-from core.views import VIEW_INPUT_COLUMNS, compute_all, compute_view
+from core.views import VIEW_INPUT_COLUMNS, compute_all, compute_view, keep
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from core.views.logic_versions import LogicFilter
+    from core.views.query import Query
 
 LAMBDA = Architecture.LAMBDA
 
@@ -235,7 +235,7 @@ def batch_views(
     events: DataFrame,
     profiles: DataFrame,
     cutoff_ms: int,
-    logic_filter: LogicFilter | None = None,
+    logic: Query | None = None,
 ) -> dict[str, DataFrame]:
     """The batch views for event time before the cutoff, from `deduplicated` events.
 
@@ -247,8 +247,7 @@ def batch_views(
     """
     from pyspark.sql import functions as F
 
-    if logic_filter is not None:  # after dedup, as in the oracle
-        events = logic_filter(events)
+    events = keep(events, logic)  # after dedup, as in the oracle
     window_input = events.where(F.col("event_ts") < cutoff_ms + CLICK_WINDOW_MS)
     session_input = events.where(F.col("event_ts") < cutoff_ms)
     views = compute_all(window_input, profiles)

@@ -56,7 +56,7 @@ from core.store import batch_inputs, versions
 from core.store import quality_results as records
 from core.store.connection import connect
 from core.times import to_timestamp
-from core.views.logic_versions import logic_filter
+from core.views.logic_versions import logic_query
 from quality import QualityGateError, layers, validate
 from quality.checks import gate_batch_version, raise_on_failure
 from quality.result import QualityResult
@@ -199,7 +199,7 @@ def compute(
         )
         if logic_version is None and published is not None:
             logic_version = published.logic_version  # a scheduled batch keeps the published logic
-        chosen_logic = logic_filter(logic_version) if logic_version is not None else None
+        chosen_logic = logic_query(logic_version) if logic_version is not None else None
         history = deduplicated(parsed).persist()  # deduplicated once for the five views
         history.count()  # filled from the parse's cache, which can go now
         batch_input.release()

@@ -69,31 +69,6 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     }
 
 
-SMALL_FRAMES_CONF: dict[str, str] = {
-    "spark.sql.shuffle.partitions": "1",
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-}
-"""A session's configuration for frames of a few thousand rows, where Spark's fixed cost per
-query is nearly all the cost: one task per stage, no re-planning between stages, no generated
-code to compile. Measured on 2 cores, a new group-by of 400 rows to Arrow: 188 ms with the
-defaults, 82 ms with these."""
-
-SMALL_FRAME_ROWS = 10_000
-"""Above this many rows a frame goes to the main session, whose defaults suit large input."""
-
-
-def small_frames_session(spark: SparkSession) -> SparkSession:
-    """A session of the same Spark context (shared executors and cache, its own SQL
-    configuration) for small frames: ``SMALL_FRAMES_CONF``. The main session keeps the
-    defaults that large input needs, and a streaming query's stateful operators keep the
-    partition count of their checkpoint either way."""
-    session = spark.newSession()
-    for key, value in SMALL_FRAMES_CONF.items():
-        session.conf.set(key, value)
-    return session
-
-
 def build_spark_session(
     settings: Settings, app_name: str, jvm_log: Path | None = None
 ) -> SparkSession:

@@ -25,7 +25,7 @@ from core.spark import wait_stopped
 from core.store import state, versions
 from core.store.connection import connect, stream_lock
 from core.store.streams import kappa_stream
-from core.views.logic_versions import logic_filter
+from core.views.logic_versions import logic_query
 from stream_engine.engine import StreamEngine, StreamSpec
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def kappa_spec(settings: Settings, version: int, logic_version: str) -> StreamSp
         checkpoint=f"s3a://{settings.checkpoints_bucket}/{stream}",
         watermark_delay_ms=settings.watermark_delay_ms,
         max_offsets_per_trigger=settings.stream_max_offsets_per_trigger,
-        logic_filter=lambda conn: logic_filter(logic_version),
+        logic=lambda conn: logic_query(logic_version),
         writable=lambda conn: _is_live(conn, version),
     )
 

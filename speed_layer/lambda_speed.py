@@ -24,13 +24,15 @@ from core.spark import wait_stopped
 from core.store import realtime, sessions, state, versions
 from core.store.connection import connect, stream_lock
 from core.store.streams import LAMBDA_SPEED as STREAM
-from core.views.logic_versions import LogicFilter, logic_filter
+from core.views.logic_versions import logic_query
 from stream_engine.accepted_log import AcceptedLog
 from stream_engine.engine import StreamEngine, StreamSpec
 
 if TYPE_CHECKING:
     import psycopg
     from pyspark.sql import SparkSession
+
+    from core.views.query import Query
 
 LAMBDA = Architecture.LAMBDA
 
@@ -51,13 +53,13 @@ def open_batch_sessions(
     return sessions.open_batch_sessions(conn, current.version, horizon, users)
 
 
-def published_logic_filter(conn: psycopg.Connection) -> LogicFilter | None:
+def published_logic(conn: psycopg.Connection) -> Query | None:
     """The published batch version's logic, for the real-time rows after its cutoff: a batch
     of another logic version (`lambda_reprocess`) changes both sides at the hand-off."""
     current = versions.current(conn, LAMBDA)
     if current is None or current.logic_version is None:
         return None
-    return logic_filter(current.logic_version)
+    return logic_query(current.logic_version)
 
 
 def speed_spec(settings: Settings) -> StreamSpec:
@@ -68,7 +70,7 @@ def speed_spec(settings: Settings) -> StreamSpec:
         watermark_delay_ms=settings.watermark_delay_ms,
         cutoff=published_cutoff,
         session_seeds=open_batch_sessions,
-        logic_filter=published_logic_filter,
+        logic=published_logic,
         max_offsets_per_trigger=settings.stream_max_offsets_per_trigger,
     )
 

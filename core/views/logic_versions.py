@@ -1,28 +1,38 @@
 """What each logic version changes, as a filter on valid events before the views.
 
 The views themselves stay the one shared logic; a logic version only decides which events they
-see, so every path (batch, speed, Kappa) applies a version the same way.
+see, so every path (batch, speed, Kappa) applies a version the same way: as a query on either
+engine (``logic_query``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+import ibis.expr.datatypes as dt
+import ibis.expr.types as ir
 
 from core.catalog import UNTRUSTED_CLOCK_MS, check_logic_version
+from core.views import tables
+from core.views.query import Query
 
-LogicFilter = Callable[[DataFrame], DataFrame]
-
-
-def _trusted_clocks(events: DataFrame) -> DataFrame:
-    return events.where(F.abs(F.col("received_ts") - F.col("sent_ts")) < UNTRUSTED_CLOCK_MS)
+LogicFilter = Callable[[ir.Table], ir.Table]
 
 
-def _untrusted_clocks(events: DataFrame) -> DataFrame:
+def _clock_offset(events: ir.Table) -> ir.NumericValue:
+    """|received_ts - sent_ts|, exact: in decimal, as two longs' difference may not fit one."""
+    exact = dt.Decimal(21, 0)
+    return (events.received_ts.cast(exact) - events.sent_ts.cast(exact)).abs()
+
+
+def _trusted_clocks(events: ir.Table) -> ir.Table:
+    return events.filter(_clock_offset(events) < UNTRUSTED_CLOCK_MS)
+
+
+def _untrusted_clocks(events: ir.Table) -> ir.Table:
     # The bug of logic version `bug`: version 2's comparison reversed.
-    return events.where(F.abs(F.col("received_ts") - F.col("sent_ts")) >= UNTRUSTED_CLOCK_MS)
+    return events.filter(_clock_offset(events) >= UNTRUSTED_CLOCK_MS)
 
 
 _FILTERS: dict[str, LogicFilter | None] = {
@@ -35,3 +45,12 @@ _FILTERS: dict[str, LogicFilter | None] = {
 def logic_filter(logic_version: str) -> LogicFilter | None:
     """The filter of `logic_version` on valid events; None when it keeps them all."""
     return _FILTERS[check_logic_version(logic_version)]
+
+
+@cache
+def logic_query(logic_version: str) -> Query | None:
+    """``in_events`` -> the events `logic_version` keeps; None when it keeps them all."""
+    chosen = logic_filter(logic_version)
+    if chosen is None:
+        return None
+    return Query(f"logic {logic_version}", chosen(tables.events()).select(*tables.EVENTS.names))

@@ -5,8 +5,8 @@ Partial: a counter per (page, window), merged by summing.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+import ibis
+import ibis.expr.types as ir
 
 from core.catalog import VIEWS
 from core.views.partials import PartialAggregate, sum_of
@@ -17,22 +17,19 @@ assert SPEC.window_ms is not None
 SIZE = SPEC.window_ms
 
 
-def _partial(events: DataFrame, _profiles: DataFrame | None) -> DataFrame:
-    return (
-        with_window(events.where(F.col("type") == "page_view"), SIZE)
-        .groupBy("page", WINDOW_START_MS)
-        .agg(F.count(F.lit(1)).alias("count"))
-    )
+def _partial(events: ir.Table, _profiles: ir.Table) -> ir.Table:
+    views = with_window(events.filter(events.type == "page_view"), SIZE)
+    return views.group_by(["page", WINDOW_START_MS]).agg(count=views.count().cast("int64"))
 
 
-def _finish_totals(totals: DataFrame) -> DataFrame:
-    return totals.select("page", *window_columns(SIZE), "count").select(*SPEC.columns)
+def _finish_totals(totals: ir.Table) -> ir.Table:
+    return totals.select(page=totals.page, **window_columns(totals, SIZE), count=totals["count"])
 
 
 PARTIAL = PartialAggregate(
     view="page_views",
     key=("page", WINDOW_START_MS),
-    schema=f"page string, {WINDOW_START_MS} long, count long",
+    schema=ibis.schema({"page": "string", WINDOW_START_MS: "int64", "count": "int64"}),
     partial=_partial,
     merge_values=sum_of("count"),
     total_key=("page", WINDOW_START_MS),
@@ -40,8 +37,3 @@ PARTIAL = PartialAggregate(
     contributions=lambda partial: partial.select("page", WINDOW_START_MS, "count"),
     finish_totals=_finish_totals,
 )
-
-
-def page_views(events: DataFrame) -> DataFrame:
-    """``page, window_start, window_end, count`` from valid, deduplicated events."""
-    return PARTIAL.finish(PARTIAL.partial(events, None))

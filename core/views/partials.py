@@ -3,7 +3,7 @@
 A view is three functions (the "+" of ``Batch(D_old) + Stream(D_new) = Batch(D_all)`` made
 explicit, as Summingbird did with Algebird's monoids):
 
-- ``partial(events, profiles)``: a DataFrame keyed by ``key``, the facts a new event looks up
+- ``partial(events, profiles)``: a table keyed by ``key``, the facts a new event looks up
   (a counter per page and minute, the users seen in an hour, a search and its clicks, a
   user's orders and profile history, a user's sessions);
 - ``merge(a, b)``: two partials into one, associative and commutative;
@@ -11,8 +11,9 @@ explicit, as Summingbird did with Algebird's monoids):
 
 with the law ``finish(merge(partial(A), partial(B))) == finish(partial(A + B))`` for disjoint
 sets of valid, deduplicated events A and B (tests/unit/test_partial_laws.py checks it on
-random workloads). The batch layer computes ``finish(partial(all))``; the speed layer and the
-Kappa job merge each micro-batch's partial into keyed state.
+random workloads, on both engines). The batch layer computes ``finish(partial(all))`` on
+Spark; the speed layer and the Kappa job merge each micro-batch's partial into keyed state on
+DuckDB (``core.views.query``: one logic, compiled for each engine).
 
 Additive views (every view but ``sessions``) finish in two steps: each partial row
 *contributes* counters to one or more view rows (``contributions``), and a view row is the sum
@@ -20,23 +21,35 @@ of its contributions (``totals``) dressed as the view (``finish_totals``). A str
 updates a view row by the difference of the contributions of the partial rows it touched,
 before and after the merge: the work follows the touched keys, never the history. ``sessions``
 is not additive: its partial rows are the sessions themselves, replaced per user.
+
+Each aggregate also says what a new event or profile version invalidates: the ``key`` of its
+partial. A stream looks up exactly those keys' state, and a view row changes only through the
+contributions of the keys it touched (``delta``), so the engine holds no view knowledge.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+import ibis
+import ibis.expr.types as ir
+
+from core.catalog import VIEWS
+from core.views import tables
+from core.views.query import Query
 
 ROWS = "_rows"
 """In totals: how many contributions a view row has; a row with none is no row at all."""
 
 SIGN = "_sign"
 
-Partial = Callable[[DataFrame, "DataFrame | None"], DataFrame]
-"""(events, profiles) -> partial; views that ignore profiles accept None."""
+Partial = Callable[[ir.Table, ir.Table], ir.Table]
+"""(events, profiles) -> partial."""
+
+MergeValues = Callable[[ir.Table], dict[str, ir.Value]]
+"""A union of partials (grouped by ``key``) -> its value columns' aggregations."""
 
 
 @dataclass(frozen=True)
@@ -46,89 +59,142 @@ class PartialAggregate:
     view: str
     key: tuple[str, ...]
     """The partial's key: what a new event, or a profile version, looks up in the state."""
-    schema: str
-    """The partial's columns as a Spark DDL string (the state store keeps rows as JSON)."""
+    schema: ibis.Schema
+    """The partial's columns (the state store keeps its rows)."""
     partial: Partial
-    merge_values: Callable[[], list[Column]]
-    """The value columns' aggregations over a union of partials grouped by ``key``."""
+    merge_values: MergeValues
     total_key: tuple[str, ...] = ()
     """Additive views: the view row a contribution goes to (its keys and window start)."""
     counters: tuple[str, ...] = ()
-    contributions: Callable[[DataFrame], DataFrame] | None = None
+    contributions: Callable[[ir.Table], ir.Table] | None = None
     """Additive views: partial rows -> ``total_key`` + ``counters``, one row per contribution."""
-    finish_totals: Callable[[DataFrame], DataFrame] | None = None
+    finish_totals: Callable[[ir.Table], ir.Table] | None = None
     """Additive views: summed counters per ``total_key`` -> the view's rows."""
-    merge_rows: Callable[[DataFrame], DataFrame] | None = None
+    merge_rows: Callable[[ir.Table], ir.Table] | None = None
     """Non-additive views: a union of partial rows -> merged partial rows (several per key)."""
 
     @property
     def additive(self) -> bool:
         return self.contributions is not None
 
-    def merge(self, a: DataFrame, b: DataFrame) -> DataFrame:
-        both = a.unionByName(b)
+    # -- the algebra, on Ibis tables --------------------------------------------------------
+
+    def merge(self, a: ir.Table, b: ir.Table) -> ir.Table:
+        both = a.select(*self.schema.names).union(b.select(*self.schema.names))
         if self.merge_rows is not None:
             return self.merge_rows(both)
-        values = self.merge_values()
+        values = self.merge_values(both)
         if not values:  # a set of facts: the union
             return both.select(*self.key).distinct()
-        return both.groupBy(*self.key).agg(*values)
+        return both.group_by(list(self.key)).agg(**values).select(*self.schema.names)
 
-    def totals(self, partial: DataFrame) -> DataFrame:
+    def totals(self, partial: ir.Table) -> ir.Table:
         """Summed contributions per view row, with their number (``ROWS``)."""
         assert self.contributions is not None
-        return (
-            self.contributions(partial)
-            .groupBy(*self.total_key)
-            .agg(
-                *(F.sum(c).cast("long").alias(c) for c in self.counters),
-                F.count(F.lit(1)).alias(ROWS),
-            )
+        contributions = self.contributions(partial)
+        return contributions.group_by(list(self.total_key)).agg(
+            **{c: contributions[c].sum().cast("int64") for c in self.counters},
+            **{ROWS: contributions.count().cast("int64")},
         )
 
-    def delta(self, before: DataFrame, after: DataFrame) -> DataFrame:
+    def delta(self, before: ir.Table, after: ir.Table) -> ir.Table:
         """What the view rows gain when the touched partial rows go from `before` to `after`:
         per ``total_key``, the counters' and ``ROWS``' differences (rows with no change left
         out)."""
         assert self.contributions is not None
         signed = (
             self.contributions(after)
-            .withColumn(SIGN, F.lit(1))
-            .unionByName(self.contributions(before).withColumn(SIGN, F.lit(-1)))
+            .mutate(**{SIGN: ibis.literal(1, "int64")})
+            .union(self.contributions(before).mutate(**{SIGN: ibis.literal(-1, "int64")}))
         )
-        sums = [(F.sum(F.col(c) * F.col(SIGN))).cast("long").alias(c) for c in self.counters]
-        changed = F.lit(False)
+        sums = {c: (signed[c] * signed[SIGN]).sum().cast("int64") for c in self.counters}
+        grouped = signed.group_by(list(self.total_key)).agg(
+            **sums, **{ROWS: signed[SIGN].sum().cast("int64")}
+        )
+        changed = ibis.literal(False)
         for column in (*self.counters, ROWS):
-            changed = changed | (F.col(column) != 0)
-        return (
-            signed.groupBy(*self.total_key)
-            .agg(*sums, F.sum(SIGN).cast("long").alias(ROWS))
-            .where(changed)
+            changed = changed | (grouped[column] != 0)
+        return grouped.filter(changed)
+
+    def add_totals(self, totals: ir.Table, delta: ir.Table) -> ir.Table:
+        """Totals plus a delta, per ``total_key`` (a row whose ``ROWS`` falls to 0 is gone)."""
+        columns = (*self.total_key, *self.counters, ROWS)
+        both = totals.select(*columns).union(delta.select(*columns))
+        return both.group_by(list(self.total_key)).agg(
+            **{c: both[c].sum().cast("int64") for c in (*self.counters, ROWS)}
         )
 
-    def add_totals(self, totals: DataFrame, delta: DataFrame) -> DataFrame:
-        """Totals plus a delta, per ``total_key`` (a row whose ``ROWS`` falls to 0 is gone)."""
-        sums = [F.sum(c).cast("long").alias(c) for c in (*self.counters, ROWS)]
-        return totals.unionByName(delta).groupBy(*self.total_key).agg(*sums)
-
-    def finish(self, partial: DataFrame) -> DataFrame:
-        """The view's rows from a partial."""
+    def finish(self, partial: ir.Table) -> ir.Table:
+        """The view's rows from a partial (time fields in epoch ms)."""
         if self.merge_rows is not None:
-            return partial
+            return partial.select(*VIEWS[self.view].columns)
         assert self.finish_totals is not None
-        return self.finish_totals(self.totals(partial))
+        return self.finish_totals(self.totals(partial)).select(*VIEWS[self.view].columns)
+
+    # -- the same, compiled once per engine over named inputs --------------------------------
+
+    @cached_property
+    def totals_schema(self) -> ibis.Schema:
+        """The columns of a view's totals: its total key, its counters and ``ROWS``."""
+        return self.totals(tables.table("partial", self.schema)).schema()
+
+    @cached_property
+    def partial_query(self) -> Query:
+        """``in_events``, ``in_profiles`` -> the partial."""
+        expr = self.partial(tables.events(), tables.profiles()).select(*self.schema.names)
+        return Query(f"{self.view}.partial", expr.cast(self.schema))
+
+    @cached_property
+    def view_query(self) -> Query:
+        """``in_events``, ``in_profiles`` -> the view's rows: ``finish(partial(events))``."""
+        return Query(f"{self.view}.view", self.finish(self.partial_query.expr))
+
+    @cached_property
+    def merge_query(self) -> Query:
+        """``in_before``, ``in_fresh`` (partials) -> their merge."""
+        before = tables.table("before", self.schema)
+        fresh = tables.table("fresh", self.schema)
+        return Query(f"{self.view}.merge", self.merge(before, fresh).cast(self.schema))
+
+    @cached_property
+    def totals_query(self) -> Query:
+        """``in_partial`` -> its totals."""
+        expr = self.totals(tables.table("partial", self.schema))
+        return Query(f"{self.view}.totals", expr)
+
+    @cached_property
+    def delta_query(self) -> Query:
+        """``in_before``, ``in_after`` (partials) -> the delta of their contributions."""
+        before = tables.table("before", self.schema)
+        after = tables.table("after", self.schema)
+        return Query(f"{self.view}.delta", self.delta(before, after))
+
+    @cached_property
+    def add_totals_query(self) -> Query:
+        """``in_totals``, ``in_delta`` -> the new totals."""
+        totals = tables.table("totals", self.totals_schema)
+        delta = tables.table("delta", self.totals_schema)
+        return Query(f"{self.view}.add_totals", self.add_totals(totals, delta))
+
+    @cached_property
+    def finish_totals_query(self) -> Query:
+        """``in_totals`` -> the view's rows."""
+        assert self.finish_totals is not None
+        totals = tables.table("totals", self.totals_schema)
+        expr = self.finish_totals(totals).select(*VIEWS[self.view].columns)
+        return Query(f"{self.view}.finish_totals", expr)
 
 
-def sum_of(*columns: str) -> Callable[[], list[Column]]:
+def sum_of(*columns: str) -> MergeValues:
     """Merge by summing counters."""
-    return lambda: [F.sum(c).cast("long").alias(c) for c in columns]
+    return lambda both: {c: both[c].sum().cast("int64") for c in columns}
 
 
-def concat_of(*columns: str) -> Callable[[], list[Column]]:
+def concat_of(*columns: str) -> MergeValues:
     """Merge arrays of facts by concatenation (the facts of disjoint event sets are disjoint)."""
-    return lambda: [F.flatten(F.collect_list(c)).alias(c) for c in columns]
+    return lambda both: {c: both[c].collect().flatten() for c in columns}
 
 
-def no_values() -> list[Column]:
+def no_values(_both: ir.Table) -> dict[str, ir.Value]:
     """A partial that is a set of keys: merged by union."""
-    return []
+    return {}

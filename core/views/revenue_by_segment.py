@@ -12,8 +12,9 @@ Each order contributes its amount to the segment in force at its ``event_ts``.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+import ibis
+import ibis.expr.datatypes as dt
+import ibis.expr.types as ir
 
 from core.catalog import UNKNOWN_SEGMENT, VIEWS
 from core.views.partials import PartialAggregate, concat_of
@@ -23,63 +24,99 @@ SPEC = VIEWS["revenue_by_segment"]
 assert SPEC.window_ms is not None
 SIZE = SPEC.window_ms
 
-ORDER = "struct<event_id: string, event_ts: bigint, amount_cents: bigint>"
-# Field order is the tie-break order: the greatest updated_ts, then the later in the log.
-VERSION = "struct<ts: bigint, partition: int, offset: bigint, segment: string>"
+ORDER = dt.Struct({"event_id": "string", "event_ts": "int64", "amount_cents": "int64"})
+VERSION = dt.Struct({"ts": "int64", "partition": "int32", "offset": "int64", "segment": "string"})
 
 _merge_values = concat_of("orders", "versions")
 
 
-def _partial(events: DataFrame, profiles: DataFrame | None) -> DataFrame:
-    orders = placed(events.where(F.col("type") == "order")).select(
-        "user_id",
-        F.array(
-            F.struct(
-                "event_id", "event_ts", F.col("amount_cents").cast("long").alias("amount_cents")
-            )
-        )
-        .cast(f"array<{ORDER}>")
-        .alias("orders"),
-        F.array().cast(f"array<{VERSION}>").alias("versions"),
-    )
-    facts = orders
-    if profiles is not None:
-        versions = profiles.select(
-            "user_id",
-            F.array().cast(f"array<{ORDER}>").alias("orders"),
-            F.array(
-                F.struct(
-                    F.col("updated_ts").alias("ts"),
-                    F.col("partition").cast("int").alias("partition"),
-                    F.col("offset").cast("long").alias("offset"),
-                    "segment",
+def _partial(events: ir.Table, profiles: ir.Table) -> ir.Table:
+    orders = placed(events.filter(events.type == "order"))
+    orders = orders.select(
+        user_id=orders.user_id,
+        orders=ibis.array(
+            [
+                ibis.struct(
+                    {
+                        "event_id": orders.event_id,
+                        "event_ts": orders.event_ts,
+                        "amount_cents": orders.amount_cents,
+                    }
                 )
-            )
-            .cast(f"array<{VERSION}>")
-            .alias("versions"),
-        )
-        facts = facts.unionByName(versions)
-    return facts.groupBy("user_id").agg(*_merge_values())
+            ]
+        ),
+        versions=ibis.literal([], type=dt.Array(VERSION)),
+    )
+    versions = profiles.select(
+        user_id=profiles.user_id,
+        orders=ibis.literal([], type=dt.Array(ORDER)),
+        versions=ibis.array(
+            [
+                ibis.struct(
+                    {
+                        "ts": profiles.updated_ts,
+                        "partition": profiles.partition,
+                        "offset": profiles.offset,
+                        "segment": profiles.segment,
+                    }
+                )
+            ]
+        ),
+    )
+    facts = orders.union(versions)
+    return facts.group_by("user_id").agg(**_merge_values(facts))
 
 
-def _contributions(partial: DataFrame) -> DataFrame:
-    order = F.col("_order")
-    in_force = F.array_max(F.filter("versions", lambda v: v["ts"] <= order["event_ts"]))
-    return partial.select("versions", F.explode("orders").alias("_order")).select(
-        F.coalesce(in_force["segment"], F.lit(UNKNOWN_SEGMENT)).alias("segment"),
-        window_start_ms(order["event_ts"], SIZE).alias(WINDOW_START_MS),
-        order["amount_cents"].alias("revenue_cents"),
+def _contributions(partial: ir.Table) -> ir.Table:
+    orders = partial.select(user_id=partial.user_id, order=partial.orders.unnest())
+    orders = orders.select(
+        user_id=orders.user_id,
+        order_id=orders.order.event_id,
+        order_ts=orders.order.event_ts,
+        amount=orders.order.amount_cents,
+    )
+    versions = partial.select(version_user=partial.user_id, version=partial.versions.unnest())
+    versions = versions.select(
+        version_user=versions.version_user,
+        version_ts=versions.version.ts,
+        version_partition=versions.version.partition,
+        version_offset=versions.version.offset,
+        segment=versions.version.segment,
+    )
+    candidates = orders.left_join(
+        versions,
+        (orders.user_id == versions.version_user) & (versions.version_ts <= orders.order_ts),
+    )
+    # The version in force: the greatest updated_ts, the later in the log on a tie.
+    latest_first = ibis.window(
+        group_by=[candidates.user_id, candidates.order_id],
+        order_by=[
+            ibis.desc(candidates.version_ts),
+            ibis.desc(candidates.version_partition),
+            ibis.desc(candidates.version_offset),
+        ],
+    )
+    ranked = candidates.mutate(_rank=ibis.row_number().over(latest_first))
+    in_force = ranked.filter(ranked._rank == 0)
+    return in_force.select(
+        segment=in_force.segment.fill_null(UNKNOWN_SEGMENT),  # none, or a tombstone
+        **{WINDOW_START_MS: window_start_ms(in_force.order_ts, SIZE)},
+        revenue_cents=in_force.amount,
     )
 
 
-def _finish_totals(totals: DataFrame) -> DataFrame:
-    return totals.select("segment", *window_columns(SIZE), "revenue_cents").select(*SPEC.columns)
+def _finish_totals(totals: ir.Table) -> ir.Table:
+    return totals.select(
+        segment=totals.segment, **window_columns(totals, SIZE), revenue_cents=totals.revenue_cents
+    )
 
 
 PARTIAL = PartialAggregate(
     view="revenue_by_segment",
     key=("user_id",),
-    schema=f"user_id string, orders array<{ORDER}>, versions array<{VERSION}>",
+    schema=ibis.schema(
+        {"user_id": "string", "orders": dt.Array(ORDER), "versions": dt.Array(VERSION)}
+    ),
     partial=_partial,
     merge_values=_merge_values,
     total_key=("segment", WINDOW_START_MS),
@@ -87,10 +124,3 @@ PARTIAL = PartialAggregate(
     contributions=_contributions,
     finish_totals=_finish_totals,
 )
-
-
-def revenue_by_segment(events: DataFrame, profiles: DataFrame) -> DataFrame:
-    """``segment, window_start, window_end, revenue_cents`` from valid, deduplicated events and
-    profile versions (``core.ingestion.parse_profiles``: user_id, segment, updated_ts,
-    partition, offset)."""
-    return PARTIAL.finish(PARTIAL.partial(events, profiles))

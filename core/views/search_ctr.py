@@ -11,8 +11,8 @@ the clicks. A search contributes one search, and one click if a click falls in i
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+import ibis
+import ibis.expr.types as ir
 
 from core.catalog import CLICK_WINDOW_MS, VIEWS
 from core.views.partials import PartialAggregate
@@ -23,55 +23,61 @@ assert SPEC.window_ms is not None
 SIZE = SPEC.window_ms
 
 
-def _merge_values() -> list:  # type: ignore[type-arg]
-    return [
-        F.max("query").alias("query"),  # one search per id: max picks it over the NULLs
-        F.max("search_ts").alias("search_ts"),
-        F.flatten(F.collect_list("clicks")).alias("clicks"),
-    ]
+def _merge_values(both: ir.Table) -> dict[str, ir.Value]:
+    return {
+        "query": both.query.max(),  # one search per id: max picks it over the NULLs
+        "search_ts": both.search_ts.max(),
+        "clicks": both.clicks.collect().flatten(),
+    }
 
 
-def _partial(events: DataFrame, _profiles: DataFrame | None) -> DataFrame:
-    searches = placed(events.where(F.col("type") == "search")).select(
-        F.col("event_id").alias("search_id"),
-        "query",
-        F.col("event_ts").alias("search_ts"),
-        F.array().cast("array<long>").alias("clicks"),
+def _partial(events: ir.Table, _profiles: ir.Table) -> ir.Table:
+    searches = placed(events.filter(events.type == "search"))
+    searches = searches.select(
+        search_id=searches.event_id,
+        query=searches.query,
+        search_ts=searches.event_ts,
+        clicks=ibis.literal([], type="array<int64>"),
     )
-    clicks = placed(events.where(F.col("type") == "click")).select(
-        "search_id",
-        F.lit(None).cast("string").alias("query"),
-        F.lit(None).cast("long").alias("search_ts"),
-        F.array("event_ts").alias("clicks"),
+    clicks = placed(events.filter(events.type == "click"))
+    clicks = clicks.select(
+        search_id=clicks.search_id,
+        query=ibis.null("string"),
+        search_ts=ibis.null("int64"),
+        clicks=ibis.array([clicks.event_ts]),
     )
-    return searches.unionByName(clicks).groupBy("search_id").agg(*_merge_values())
+    both = searches.union(clicks)
+    return both.group_by("search_id").agg(**_merge_values(both))
 
 
-def _contributions(partial: DataFrame) -> DataFrame:
-    start = F.col("search_ts")
-    in_window = F.exists("clicks", lambda c: (c >= start) & (c <= start + F.lit(CLICK_WINDOW_MS)))
-    return partial.where(start.isNotNull()).select(
-        "query",
-        window_start_ms(start, SIZE).alias(WINDOW_START_MS),
-        F.lit(1).cast("long").alias("searches"),
-        in_window.cast("long").alias("clicks"),
+def _contributions(partial: ir.Table) -> ir.Table:
+    searches = partial.filter(partial.search_ts.notnull())
+    start = searches.search_ts
+    in_window = searches.clicks.filter(lambda c: (c >= start) & (c <= start + CLICK_WINDOW_MS))
+    return searches.select(
+        query=searches.query,
+        **{WINDOW_START_MS: window_start_ms(start, SIZE)},
+        searches=ibis.literal(1, "int64"),
+        clicks=(in_window.length() > 0).cast("int64"),
     )
 
 
-def _finish_totals(totals: DataFrame) -> DataFrame:
+def _finish_totals(totals: ir.Table) -> ir.Table:
     return totals.select(
-        "query",
-        *window_columns(SIZE),
-        "searches",
-        "clicks",
-        (F.col("clicks").cast("double") / F.col("searches").cast("double")).alias("ctr"),
-    ).select(*SPEC.columns)
+        query=totals.query,
+        **window_columns(totals, SIZE),
+        searches=totals.searches,
+        clicks=totals.clicks,
+        ctr=totals.clicks.cast("float64") / totals.searches.cast("float64"),
+    )
 
 
 PARTIAL = PartialAggregate(
     view="search_ctr",
     key=("search_id",),
-    schema="search_id string, query string, search_ts long, clicks array<long>",
+    schema=ibis.schema(
+        {"search_id": "string", "query": "string", "search_ts": "int64", "clicks": "array<int64>"}
+    ),
     partial=_partial,
     merge_values=_merge_values,
     total_key=("query", WINDOW_START_MS),
@@ -79,8 +85,3 @@ PARTIAL = PartialAggregate(
     contributions=_contributions,
     finish_totals=_finish_totals,
 )
-
-
-def search_ctr(events: DataFrame) -> DataFrame:
-    """``query, window_start, window_end, searches, clicks, ctr`` from valid, unique events."""
-    return PARTIAL.finish(PARTIAL.partial(events, None))

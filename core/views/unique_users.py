@@ -5,8 +5,8 @@ Partial: the set of (window, user) facts, merged by union; each fact contributes
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+import ibis
+import ibis.expr.types as ir
 
 from core.catalog import VIEWS
 from core.views.partials import PartialAggregate, no_values
@@ -17,27 +17,22 @@ assert SPEC.window_ms is not None
 SIZE = SPEC.window_ms
 
 
-def _partial(events: DataFrame, _profiles: DataFrame | None) -> DataFrame:
+def _partial(events: ir.Table, _profiles: ir.Table) -> ir.Table:
     return with_window(events, SIZE).select(WINDOW_START_MS, "user_id").distinct()
 
 
-def _finish_totals(totals: DataFrame) -> DataFrame:
-    return totals.select(*window_columns(SIZE), "users").select(*SPEC.columns)
+def _finish_totals(totals: ir.Table) -> ir.Table:
+    return totals.select(**window_columns(totals, SIZE), users=totals.users)
 
 
 PARTIAL = PartialAggregate(
     view="unique_users",
     key=(WINDOW_START_MS, "user_id"),
-    schema=f"{WINDOW_START_MS} long, user_id string",
+    schema=ibis.schema({WINDOW_START_MS: "int64", "user_id": "string"}),
     partial=_partial,
     merge_values=no_values,
     total_key=(WINDOW_START_MS,),
     counters=("users",),
-    contributions=lambda partial: partial.select(WINDOW_START_MS, F.lit(1).alias("users")),
+    contributions=lambda partial: partial.select(WINDOW_START_MS, users=ibis.literal(1, "int64")),
     finish_totals=_finish_totals,
 )
-
-
-def unique_users(events: DataFrame) -> DataFrame:
-    """``window_start, window_end, users`` from valid, deduplicated events."""
-    return PARTIAL.finish(PARTIAL.partial(events, None))

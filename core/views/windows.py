@@ -7,33 +7,34 @@ exactly a window's end belongs to the next window and no float ever touches a ti
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+import ibis.expr.types as ir
+
+from core.times import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS
 
 WINDOW_START_MS = "_window_start_ms"
 """The temporary column holding a row's window start in epoch ms."""
 
 
-def placed(events: DataFrame) -> DataFrame:
-    """The events that have a place in time (``event_time`` is NULL only when ``event_ts`` is
-    outside the years 1-9999 or overflowed; see ``core.ingestion``)."""
-    return events.where(F.col("event_time").isNotNull())
+def placed(events: ir.Table) -> ir.Table:
+    """The events that have a place in time: ``event_ts`` within the years 1-9999 (NULL or out
+    of range only when it overflowed; ``core.ingestion`` gives those no ``event_time``)."""
+    return events.filter(events.event_ts.between(MIN_TIMESTAMP_MS, MAX_TIMESTAMP_MS))
 
 
-def window_start_ms(ts_ms: Column, size_ms: int) -> Column:
-    """Start (epoch ms) of the ``size_ms`` tumbling window holding ``ts_ms``."""
-    return ts_ms - F.pmod(ts_ms, F.lit(size_ms))
+def window_start_ms(ts_ms: ir.IntegerValue, size_ms: int) -> ir.IntegerValue:
+    """Start (epoch ms) of the ``size_ms`` tumbling window holding ``ts_ms`` (floor modulo in
+    both engines, whose ``%`` keeps the dividend's sign)."""
+    return ts_ms - ((ts_ms % size_ms) + size_ms) % size_ms
 
 
-def with_window(events: DataFrame, size_ms: int) -> DataFrame:
+def with_window(events: ir.Table, size_ms: int) -> ir.Table:
     """``events`` that have a place in time, plus ``WINDOW_START_MS`` of their ``event_ts``."""
-    return placed(events).withColumn(WINDOW_START_MS, window_start_ms(F.col("event_ts"), size_ms))
+    kept = placed(events)
+    return kept.mutate(**{WINDOW_START_MS: window_start_ms(kept.event_ts, size_ms)})
 
 
-def window_columns(size_ms: int) -> list[Column]:
-    """``window_start`` and ``window_end`` (UTC timestamps) from ``WINDOW_START_MS``."""
-    start = F.col(WINDOW_START_MS)
-    return [
-        F.timestamp_millis(start).alias("window_start"),
-        F.timestamp_millis(start + F.lit(size_ms)).alias("window_end"),
-    ]
+def window_columns(table: ir.Table, size_ms: int) -> dict[str, ir.IntegerValue]:
+    """``window_start`` and ``window_end`` (epoch ms; dressed as timestamps by the engine's
+    adapter, ``core.views.query``) from ``WINDOW_START_MS``."""
+    start = table[WINDOW_START_MS]
+    return {"window_start": start, "window_end": start + size_ms}

@@ -4,17 +4,16 @@ The bench does not change the stream engine (`stream_engine.engine`). While a me
 `PhaseTimer` wraps some of the engine's steps and some of Spark's and Delta's calls with timers
 (class and module attributes, put back on exit):
 
-- the engine's steps: the Delta appends to Lambda's event log, the merge of the additive
-  views' partial aggregates into keyed state, the session merge, and the commit to the
-  serving store;
-- the calls the micro-batch makes itself, outside those steps: Spark actions (`count`,
-  `collect`, `first`, `isEmpty`), `persist` (which plans the query it caches), Delta's
-  `isDeltaTable` check (it reads the table's log on MinIO) and `createDataFrame`.
+- the engine's steps: the micro-batch's one Spark job (Kafka, the parse, the deduplication,
+  the records to Arrow on the driver), the Delta appends to Lambda's event log, the merge of
+  the additive views' partial aggregates into keyed state, the session merge (both on
+  DuckDB), and the commit to the serving store;
+- the calls the micro-batch makes itself, outside those steps: Delta's `isDeltaTable` check
+  (it reads the table's log on MinIO) and `createDataFrame`.
 
 A call inside one of the steps counts in that step only (some are also shown on their own: the
-session merge's `_dedupe_seeds` and its lookup of the users' sessions, the state lookups). What
-is left ("other") is Python and lazy plan building. Spark is lazy, so a step's time is that of
-the Spark jobs its own actions run: an append runs the validation and anti-joins that feed it.
+DuckDB queries, the state lookups, the partial rows' JSON, the lookup of the users' sessions).
+What is left ("other") is Python: the split of the records, the watermark, the logic version.
 """
 
 from __future__ import annotations
@@ -30,42 +29,41 @@ from typing import Any, ClassVar
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
-from pyspark.sql.classic.dataframe import DataFrame
 
 from core.store import realtime
 from core.store import sessions as stored_sessions
 from core.store import state as stream_state
-from stream_engine import engine as engine_module
+from stream_engine import keyed_merge, state_rows
 from stream_engine.accepted_log import AcceptedLog
 from stream_engine.engine import StreamEngine
+from stream_engine.keyed_merge import KeyedMerge
 
 BATCH = "micro-batch"
 # Label -> (owner whose attribute is wrapped, attribute).
 _STEPS: dict[str, tuple[Any, str]] = {
+    "the micro-batch to the driver (Spark: Kafka, parse, dedup, to Arrow)": (
+        StreamEngine,
+        "_collect",
+    ),
     "event log appends (Lambda, Delta writes)": (AcceptedLog, "append"),
-    "additive views: partial, merge, delta": (StreamEngine, "_additive"),
-    "sessions merge": (StreamEngine, "_sessions"),
+    "additive views (DuckDB): partial, merge, delta, totals": (KeyedMerge, "_additive"),
+    "sessions merge (DuckDB)": (KeyedMerge, "_sessions"),
     "serving store commit (Postgres)": (realtime, "commit_batch"),
 }
 _CALLS: dict[str, tuple[Any, str]] = {
-    "count() in the micro-batch": (DataFrame, "count"),
-    "collect() in the micro-batch": (DataFrame, "collect"),
-    "first() in the micro-batch": (DataFrame, "first"),
-    "isEmpty() in the micro-batch": (DataFrame, "isEmpty"),
-    "persist() (plans the cached query)": (DataFrame, "persist"),
     "Delta isDeltaTable() (log read)": (DeltaTable, "isDeltaTable"),
     "createDataFrame()": (SparkSession, "createDataFrame"),
 }
 # Calls inside the steps worth seeing on their own: counted (in full) under their own label
 # too, and not again in "other". They are part of their step's time.
 _DETAILS: dict[str, tuple[Any, str]] = {
-    "  within sessions merge: _dedupe_seeds (Python)": (engine_module, "_dedupe_seeds"),
+    "  within merges: DuckDB queries": (keyed_merge, "on_duckdb"),
+    "  within merges: keyed state lookups (Postgres)": (stream_state, "load"),
+    "  within merges: partial rows to JSON": (state_rows, "pairs"),
     "  within sessions merge: the users' sessions (Postgres)": (
         stored_sessions,
         "stream_sessions",
     ),
-    "  within additive views: keyed state lookups (Postgres)": (stream_state, "load"),
-    "  within additive views: partial rows to JSON (collect)": (engine_module, "_json_rows"),
 }
 OTHER = "other (Python, lazy plan building)"
 

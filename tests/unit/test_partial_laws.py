@@ -18,9 +18,11 @@ click window and session gap; log position; user; searches in one part and their
 another; orders in one part and the profile versions that apply to them in another; each
 user's events alternating between parts (so every session is cut).
 
-Every example runs Spark jobs (~10-20 s each on a busy 2-core machine), so the examples are
-few (the file runs in about 4 minutes there) and unshrunk (a failure prints its
-workload and split as notes, and a blob for ``@reproduce_failure``).
+The laws are checked where a stream merges: on DuckDB (``core.views.query.on_duckdb``), over
+events read with the rules of ``core.events`` (what Spark's parsing gives, see
+test_spark_parsing); test_spark_views checks both engines' ``finish(partial(all))`` against the
+oracle. An example takes well under a second, so there are many; a failure prints its workload
+and split as notes, and a blob for ``@reproduce_failure``.
 """
 
 from __future__ import annotations
@@ -29,28 +31,31 @@ import bisect
 import json
 import random
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache, reduce
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from core.catalog import CLICK_WINDOW_MS, SESSION_GAP_MS, VIEW_NAMES, VIEWS
 from core.events import Event, ProfileChange, Rejected, parse_event, parse_profile_line
-from core.ingestion import SPARK_CONF
 from core.oracle import compute_views, load_jsonl_values
-from core.times import HOUR_MS, MINUTE_MS, iso
+from core.times import HOUR_MS, MINUTE_MS
 from core.views import PARTIALS
 from core.views.partials import ROWS, PartialAggregate
+from core.views.query import Query, on_duckdb, on_spark
+from core.views.tables import EVENTS, PROFILES
 from core.workload import DEFAULT_START_MS
-from tests.unit.test_spark_parsing import PROFILE_PARTITIONS, generated, kafka_rows
-from tests.unit.test_spark_views import at, event, profile, spark_events, spark_profiles
+from tests.unit.test_spark_parsing import generated
+from tests.unit.test_spark_views import at, duckdb_rows, event, profile
 
 Row = dict[str, Any]
 Rows = dict[tuple[str, str], list[Row]]
@@ -58,39 +63,17 @@ Rows = dict[tuple[str, str], list[Row]]
 
 PART = "_part"
 
-SPARK_SETTINGS = settings(
+LAW_SETTINGS = settings(
     deadline=None,
     database=None,  # nothing written into the working tree; a failure prints its blob
     print_blob=True,
-    phases=(Phase.explicit, Phase.generate),  # shrinking would rerun Spark jobs for minutes
+    phases=(Phase.explicit, Phase.generate),  # a failure's notes say enough; no shrinking
     suppress_health_check=[
         HealthCheck.too_slow,
         HealthCheck.function_scoped_fixture,
         HealthCheck.data_too_large,
     ],
 )
-
-
-TINY_DATA_CONF = {
-    "spark.sql.shuffle.partitions": "2",
-    "spark.sql.codegen.wholeStage": "false",
-}
-"""Faster on a few hundred rows and many small plans (no change in results)."""
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _parsing_conf(spark: SparkSession) -> Iterator[None]:
-    for key, value in SPARK_CONF.items():
-        spark.conf.set(key, value)
-    saved = {key: spark.conf.get(key, None) for key in TINY_DATA_CONF}
-    for key, value in TINY_DATA_CONF.items():
-        spark.conf.set(key, value)
-    yield
-    for key, old in saved.items():
-        if old is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, old)
 
 
 # --- workloads ------------------------------------------------------------------------------------
@@ -377,98 +360,114 @@ def draw_split(data: st.DataObject, workload: Workload, parts: int) -> Split:
     return split
 
 
-# --- the Spark side -------------------------------------------------------------------------------
+# --- the engine a stream merges with: DuckDB, on Arrow ----------------------------------------
 
 
 @dataclass(frozen=True)
 class Inputs:
-    """The whole workload's valid, deduplicated events and profile versions, each tagged with
-    its part (``PART``), checkpointed: the plans built on them stay small, and the raw records
-    are parsed once."""
+    """The whole workload's valid, deduplicated events and profile versions as the views read
+    them, each tagged with its part (``PART``)."""
 
-    events: DataFrame
-    profiles: DataFrame
+    events: pa.Table
+    profiles: pa.Table
 
-    def part(self, *parts: int) -> tuple[DataFrame, DataFrame]:
-        """(events, profiles) of the given parts (all of them when none is given)."""
+    def part(self, *parts: int) -> dict[str, pa.Table]:
+        """The view queries' inputs of the given parts (all of them when none is given)."""
 
-        def of(frame: DataFrame) -> DataFrame:
-            chosen = frame if not parts else frame.where(F.col(PART).isin(*parts))
-            return chosen.drop(PART)
+        def of(table: pa.Table) -> pa.Table:
+            if parts:
+                table = table.filter(pc.is_in(table.column(PART), pa.array(parts, pa.int32())))
+            return table.drop_columns([PART])
 
-        return of(self.events), of(self.profiles)
+        return {"in_events": of(self.events), "in_profiles": of(self.profiles)}
 
 
-def spark_inputs(spark: SparkSession, workload: Workload, split: Split) -> Inputs:
-    events_parts = spark.createDataFrame(
-        sorted(split.events.items()), f"event_id string, {PART} int"
+def arrow_inputs(workload: Workload, split: Split) -> Inputs:
+    """The first occurrences of valid events, and the profile versions in log order (a user's
+    versions share a partition, so their offsets are their order), with their parts."""
+    events = [
+        {
+            **{f: getattr(e, f) for f in EVENTS.names if hasattr(e, f)},
+            "event_ts": e.event_ts,
+            "partition": 0,
+            "offset": index,
+            PART: split.events[e.event_id],
+        }
+        for index, e in workload.first_events()
+    ]
+    profiles = [
+        {
+            "user_id": c.user_id,
+            "segment": c.segment,
+            "updated_ts": c.updated_ts,
+            "partition": 0,
+            "offset": index,
+            PART: part,
+        }
+        for index, (c, part) in enumerate(
+            zip(workload.profile_changes(), split.profiles, strict=True)
+        )
+    ]
+    tagged = pa.field(PART, pa.int32())
+    return Inputs(
+        pa.Table.from_pylist(events, schema=EVENTS.to_pyarrow().append(tagged)),
+        pa.Table.from_pylist(profiles, schema=PROFILES.to_pyarrow().append(tagged)),
     )
-    events = spark_events(spark, workload.events).join(events_parts, "event_id").localCheckpoint()
-    records = kafka_rows(
-        workload.profiles,
-        topic="profiles",
-        partitions=PROFILE_PARTITIONS,
-        timestamp_field="updated_ts",
-    )
-    positions = spark.createDataFrame(
-        [(row[3], row[4], part) for row, part in zip(records, split.profiles, strict=True)],
-        f"partition int, offset long, {PART} int",
-    )
-    profiles = (
-        spark_profiles(spark, workload.profiles)
-        .join(positions, ["partition", "offset"])
-        .localCheckpoint()
-    )
-    return Inputs(events, profiles)
 
 
-def partial_of(aggregate: PartialAggregate, inputs: Inputs, *parts: int) -> DataFrame:
-    return aggregate.partial(*inputs.part(*parts))
+class Engine:
+    """The partial-aggregate algebra run as a stream runs it (``core.views.query.on_duckdb``)."""
+
+    def __init__(self) -> None:
+        self.con = duckdb.connect()
+
+    def run(self, query: Query, **tables: pa.Table) -> pa.Table:
+        return on_duckdb(self.con, query, **tables)
+
+    def partial(self, aggregate: PartialAggregate, inputs: Inputs, *parts: int) -> pa.Table:
+        return self.run(aggregate.partial_query, **inputs.part(*parts))
+
+    def merge(self, aggregate: PartialAggregate, a: pa.Table, b: pa.Table) -> pa.Table:
+        return self.run(aggregate.merge_query, in_before=a, in_fresh=b)
+
+    def finish(self, aggregate: PartialAggregate, partial: pa.Table) -> pa.Table:
+        if not aggregate.additive:
+            return partial.select(list(VIEWS[aggregate.view].columns))
+        totals = self.run(aggregate.totals_query, in_partial=partial)
+        return self.run(aggregate.finish_totals_query, in_totals=totals)
+
+    def incremental(self, aggregate: PartialAggregate, a: pa.Table, b: pa.Table) -> pa.Table:
+        """The view's rows as a stream gets them: state ``a``, then the new events' partial
+        ``b``, with only the keys ``b`` touches read and rewritten."""
+        touched = _keys(b, aggregate.key)
+        in_b = pa.array([key in touched for key in _key_list(a, aggregate.key)], pa.bool_())
+        before = a.filter(in_b)
+        after = self.merge(aggregate, before, b)
+        if not aggregate.additive:  # sessions: the touched users' rows replaced
+            return self.finish(aggregate, pa.concat_tables([a.filter(pc.invert(in_b)), after]))
+        delta = self.run(aggregate.delta_query, in_before=before, in_after=after)
+        old = self.run(aggregate.totals_query, in_partial=a)
+        totals = self.run(aggregate.add_totals_query, in_totals=old, in_delta=delta)
+        kept = totals.filter(pc.greater(totals.column(ROWS), 0))
+        return self.run(aggregate.finish_totals_query, in_totals=kept)
 
 
-def incremental(aggregate: PartialAggregate, a: DataFrame, b: DataFrame) -> DataFrame:
-    """The view's rows as a stream gets them: state ``a``, then the new events' partial ``b``,
-    with only the keys ``b`` touches read and rewritten."""
-    key = list(aggregate.key)
-    touched = b.select(*key).distinct()
-    before = a.join(touched, key, "left_semi")
-    after = aggregate.merge(before, b)
-    if not aggregate.additive:  # sessions: the touched users' rows replaced
-        return aggregate.finish(a.join(touched, key, "left_anti").unionByName(after))
-    assert aggregate.finish_totals is not None
-    totals = aggregate.add_totals(aggregate.totals(a), aggregate.delta(before, after))
-    return aggregate.finish_totals(totals.where(F.col(ROWS) > 0))
+def _key_list(table: pa.Table, key: Sequence[str]) -> list[tuple]:
+    return list(zip(*(table.column(c).to_pylist() for c in key), strict=True))
+
+
+def _keys(table: pa.Table, key: Sequence[str]) -> set[tuple]:
+    return set(_key_list(table, key))
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return Engine()
 
 
 def _sort_key(name: str) -> Any:
     columns = VIEWS[name].columns
     return lambda row: tuple(row[c] for c in columns)
-
-
-def collect_rows(frames: Mapping[tuple[str, str], DataFrame]) -> Rows:
-    """Each (view, variant) frame's rows in the oracle's form, all in one Spark job."""
-    branches = []
-    for (name, variant), frame in frames.items():
-        spec = VIEWS[name]
-        assert tuple(frame.columns) == spec.columns, (name, variant, frame.columns)
-        columns = [
-            F.unix_millis(c).alias(c) if c in spec.time_fields else F.col(c) for c in spec.columns
-        ]
-        branches.append(
-            frame.select(
-                F.lit(name).alias("view"),
-                F.lit(variant).alias("variant"),
-                F.to_json(F.struct(*columns), {"ignoreNullFields": "false"}).alias("row"),
-            )
-        )
-    got: Rows = {key: [] for key in frames}
-    for record in reduce(DataFrame.unionByName, branches).collect():
-        spec = VIEWS[record["view"]]
-        values = json.loads(record["row"])
-        got[(record["view"], record["variant"])].append(
-            {c: iso(values[c]) if c in spec.time_fields else values[c] for c in spec.columns}
-        )
-    return {key: sorted(rows, key=_sort_key(key[0])) for key, rows in got.items()}
 
 
 def oracle_rows(workload: Workload) -> dict[str, list[Row]]:
@@ -479,84 +478,96 @@ def oracle_rows(workload: Workload) -> dict[str, list[Row]]:
 # --- the laws -------------------------------------------------------------------------------------
 
 
-def check_two_way(spark: SparkSession, workload: Workload, split: Split) -> None:
+def check_two_way(engine: Engine, workload: Workload, split: Split) -> None:
     """Laws 1 and 2 for every view on one two-way split."""
     expected = oracle_rows(workload)
-    inputs = spark_inputs(spark, workload, split)
-    frames: dict[tuple[str, str], DataFrame] = {}
-    for name, aggregate in PARTIALS.items():
-        a, b = partial_of(aggregate, inputs, 0), partial_of(aggregate, inputs, 1)
-        frames[(name, "whole")] = aggregate.finish(partial_of(aggregate, inputs))
-        frames[(name, "merged")] = aggregate.finish(aggregate.merge(a, b))
-        frames[(name, "incremental")] = incremental(aggregate, a, b)
-    got = collect_rows(frames)
+    inputs = arrow_inputs(workload, split)
     assert tuple(PARTIALS) == VIEW_NAMES
-    for name in PARTIALS:
-        whole = got[(name, "whole")]
+    for name, aggregate in PARTIALS.items():
+        a, b = engine.partial(aggregate, inputs, 0), engine.partial(aggregate, inputs, 1)
+        whole = duckdb_rows(engine.finish(aggregate, engine.partial(aggregate, inputs)), name)
         assert whole == expected[name], f"{name}: finish(partial(A + B)) is not the oracle's"
-        assert got[(name, "merged")] == whole, f"{name}: finish(merge(A, B)) != finish(A + B)"
-        assert got[(name, "incremental")] == whole, f"{name}: the incremental path differs"
+        merged = duckdb_rows(engine.finish(aggregate, engine.merge(aggregate, a, b)), name)
+        assert merged == whole, f"{name}: finish(merge(A, B)) != finish(A + B)"
+        incremental = duckdb_rows(engine.incremental(aggregate, a, b), name)
+        assert incremental == whole, f"{name}: the incremental path differs"
 
 
-@settings(SPARK_SETTINGS, max_examples=4)
+@settings(LAW_SETTINGS, max_examples=25)
 @given(workload=generated_workloads(), data=st.data())
 def test_merging_two_parts_of_a_generated_workload_is_the_whole(
-    spark: SparkSession, workload: Workload, data: st.DataObject
+    engine: Engine, workload: Workload, data: st.DataObject
 ) -> None:
-    check_two_way(spark, workload, draw_split(data, workload, parts=2))
+    check_two_way(engine, workload, draw_split(data, workload, parts=2))
 
 
-@settings(SPARK_SETTINGS, max_examples=6)
+@settings(LAW_SETTINGS, max_examples=40)
 @given(workload=boundary_workloads(), data=st.data())
 def test_merging_two_parts_of_boundary_cases_is_the_whole(
-    spark: SparkSession, workload: Workload, data: st.DataObject
+    engine: Engine, workload: Workload, data: st.DataObject
 ) -> None:
     note(f"events: {[line.decode() for line in workload.events]}")
     note(f"profiles: {[line.decode() for line in workload.profiles]}")
-    check_two_way(spark, workload, draw_split(data, workload, parts=2))
+    check_two_way(engine, workload, draw_split(data, workload, parts=2))
 
 
-@settings(SPARK_SETTINGS, max_examples=4)
+@settings(LAW_SETTINGS, max_examples=20)
 @given(workload=st.one_of(generated_workloads(), boundary_workloads()), data=st.data())
 def test_merge_order_does_not_matter(
-    spark: SparkSession, workload: Workload, data: st.DataObject
+    engine: Engine, workload: Workload, data: st.DataObject
 ) -> None:
     """Law 3, with the oracle as the judge of all three orders."""
     split = draw_split(data, workload, parts=3)
     expected = oracle_rows(workload)
-    inputs = spark_inputs(spark, workload, split)
+    inputs = arrow_inputs(workload, split)
     orders = ("((a, b), c)", "((c, a), b)", "(a, (c, b))")
-    frames: dict[tuple[str, str], DataFrame] = {}
     for name, aggregate in PARTIALS.items():
-        a, b, c = (partial_of(aggregate, inputs, part) for part in range(3))
-        merge = aggregate.merge
+        a, b, c = (engine.partial(aggregate, inputs, part) for part in range(3))
+
+        def merge(x: pa.Table, y: pa.Table, aggregate: PartialAggregate = aggregate) -> pa.Table:
+            return engine.merge(aggregate, x, y)
+
         merged = (merge(merge(a, b), c), merge(merge(c, a), b), merge(a, merge(c, b)))
         for order, partial in zip(orders, merged, strict=True):
-            frames[(name, order)] = aggregate.finish(partial)
-    got = collect_rows(frames)
-    for name in PARTIALS:
-        for order in orders:
-            assert got[(name, order)] == expected[name], f"{name}: merged as {order}"
+            got = duckdb_rows(engine.finish(aggregate, partial), name)
+            assert got == expected[name], f"{name}: merged as {order}"
 
 
-def test_partials_and_their_merges_have_the_declared_schema(spark: SparkSession) -> None:
-    """The state store keeps partial rows as JSON under ``schema``: partials and merges of
-    partials must have exactly its columns and types."""
-    lines = [
-        event("s-1", "search", "u-1", BASE, query="q"),
-        event("c-1", "click", "u-1", BASE + 1, page="/p", search_id="s-1"),
-        event("o-1", "order", "u-1", BASE, amount_cents=5),
-    ]
-    events = spark_events(spark, lines)
-    profiles = spark_profiles(spark, [profile("u-1", BASE, "pro")])
+def test_partials_and_their_merges_have_the_declared_schema(engine: Engine) -> None:
+    """The state store keeps partial rows under ``schema``: partials and merges of partials
+    must have exactly its columns and types, on both engines."""
+    workload = Workload(
+        (
+            event("s-1", "search", "u-1", BASE, query="q"),
+            event("c-1", "click", "u-1", BASE + 1, page="/p", search_id="s-1"),
+            event("o-1", "order", "u-1", BASE, amount_cents=5),
+        ),
+        (profile("u-1", BASE, "pro"),),
+    )
+    inputs = arrow_inputs(workload, Split(1, dict.fromkeys(("s-1", "c-1", "o-1"), 0), (0,)))
     for name, aggregate in PARTIALS.items():
-        declared = _columns(spark.createDataFrame([], aggregate.schema))
-        partial = aggregate.partial(events, profiles)
-        for frame in (partial, aggregate.merge(partial, partial)):
-            assert _columns(frame) == declared, name
-        assert set(aggregate.key) <= set(partial.columns), name
+        declared = aggregate.schema.to_pyarrow()
+        partial = engine.partial(aggregate, inputs)
+        for table in (partial, engine.merge(aggregate, partial, partial)):
+            assert _columns(table.schema) == _columns(declared), name
+        assert set(aggregate.key) <= set(partial.column_names), name
 
 
-def _columns(frame: DataFrame) -> list[tuple[str, str]]:
-    """Names and types, nullability aside."""
-    return [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
+def test_the_queries_have_their_declared_schemas_on_spark(spark: SparkSession) -> None:
+    """Spark reads the same queries (the batch layer's ``finish(partial(all))``); the types it
+    gives are the declared ones too."""
+    for name, aggregate in PARTIALS.items():
+        empty = {
+            "in_events": spark.createDataFrame(EVENTS.to_pyarrow().empty_table()),
+            "in_profiles": spark.createDataFrame(PROFILES.to_pyarrow().empty_table()),
+        }
+        frame = on_spark(spark, aggregate.partial_query, **empty)
+        assert _columns(frame.toArrow().schema) == _columns(aggregate.schema.to_pyarrow()), name
+
+
+def _columns(schema: pa.Schema) -> list[tuple[str, str]]:
+    """Names and types, nullability and the name of a list's element aside."""
+    return [
+        (f.name, str(f.type).replace(" not null", "").replace("<element:", "<item:"))
+        for f in schema
+    ]

@@ -1,11 +1,11 @@
-"""The speed layer's session seeds (`stream_engine.engine._dedupe_seeds`): a seed inside another
-is dropped, so a batch session the stream already continued is not merged twice."""
+"""The speed layer's session seeds (`stream_engine.keyed_merge._dedupe_seeds`): a seed inside
+another is dropped, so a batch session the stream already continued is not merged twice."""
 
 from __future__ import annotations
 
 import random
 
-from stream_engine.engine import _dedupe_seeds
+from stream_engine.keyed_merge import _dedupe_seeds
 
 
 def _by_definition(seeds: list[tuple]) -> list[tuple]:

@@ -1,9 +1,10 @@
-"""The Spark views (core.views) against the reference oracle (core.oracle.compute_views).
+"""The views (core.views) on both engines against the reference oracle (core.oracle).
 
-The whole Spark path runs on raw Kafka-shaped records: parse -> valid -> first_in_log -> view,
-and must give exactly the oracle's rows for all five views, on generated workloads and on a
-hand-made log of boundary cases. ``merge_sessions`` must give, from sessions already known plus
-new events, the sessions of all the events.
+The whole path runs on raw Kafka-shaped records: Spark's parse -> valid -> first_in_log, then
+each view on Spark (as the batch layer computes it) and on DuckDB over the same events as
+Arrow (as a stream's micro-batch computes it); both must give exactly the oracle's rows for all
+five views, on generated workloads and on a hand-made log of boundary cases. Merging sessions
+must give, from sessions already known plus new events, the sessions of all the events.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -28,8 +31,9 @@ from core.ingestion import (
 )
 from core.oracle import compute_views, load_jsonl_values, load_profiles_jsonl
 from core.times import iso
-from core.views import VIEW_FUNCTIONS, compute_all, compute_view, merge_sessions, sessions
-from core.views.sessions import event_intervals
+from core.views import PARTIALS, compute_all, compute_view, keep
+from core.views.logic_versions import logic_query
+from core.views.query import on_duckdb, on_spark, with_timestamps
 from tests.unit.test_spark_parsing import (
     PROFILE_PARTITIONS,
     SPARK_CONF,
@@ -83,6 +87,27 @@ def view_rows(frame: DataFrame, name: str) -> list[Row]:
     return sorted(rows, key=_sort_key(name))
 
 
+def duckdb_rows(table: pa.Table, name: str) -> list[Row]:
+    """A view's rows from DuckDB (times in epoch ms) as the oracle gives them."""
+    spec = VIEWS[name]
+    assert tuple(table.column_names) == spec.columns
+    rows = [
+        {c: iso(r[c]) if c in spec.time_fields else r[c] for c in spec.columns}
+        for r in table.to_pylist()
+    ]
+    return sorted(rows, key=_sort_key(name))
+
+
+def duckdb_views(events: DataFrame, profiles: DataFrame) -> dict[str, list[Row]]:
+    """Every view on DuckDB, from the same events and profiles as Arrow (a micro-batch's way)."""
+    con = duckdb.connect()
+    inputs = {"in_events": events.toArrow(), "in_profiles": profiles.toArrow()}
+    return {
+        name: duckdb_rows(on_duckdb(con, aggregate.view_query, **inputs), name)
+        for name, aggregate in PARTIALS.items()
+    }
+
+
 def assert_views_match_oracle(
     spark: SparkSession,
     event_lines: Sequence[bytes | None],
@@ -93,14 +118,19 @@ def assert_views_match_oracle(
     expected = compute_views(event_lines, profiles).views
     events = spark_events(spark, event_lines).cache()
     try:
-        frames = compute_all(events, spark_profiles(spark, profile_lines))
+        spark_profile_frame = spark_profiles(spark, profile_lines)
+        frames = compute_all(events, spark_profile_frame)
         assert tuple(frames) == VIEW_NAMES
         got = {name: view_rows(frame, name) for name, frame in frames.items()}
+        on_duck = duckdb_views(events, spark_profile_frame)
     finally:
         events.unpersist()
     for name in VIEW_NAMES:
         want = sorted(expected[name], key=_sort_key(name))
         assert got[name] == want, f"{name}: Spark {len(got[name])} rows, oracle {len(want)}"
+        assert on_duck[name] == want, (
+            f"{name}: DuckDB {len(on_duck[name])} rows, oracle {len(want)}"
+        )
     return got
 
 
@@ -137,7 +167,6 @@ def test_the_view_input_columns_are_all_the_views_and_logic_versions_read(
     """The batch layer carries only `VIEW_INPUT_COLUMNS` through its deduplication: every view,
     after every logic version's filter, gives the same rows from them as from whole events."""
     from core.views import VIEW_INPUT_COLUMNS
-    from core.views.logic_versions import logic_filter
 
     events_path, profiles_path = generated(tmp_path, 3, 400)
     whole = spark_events(spark, load_jsonl_values(events_path)).cache()
@@ -146,10 +175,10 @@ def test_the_view_input_columns_are_all_the_views_and_logic_versions_read(
         narrow = whole.select(*VIEW_INPUT_COLUMNS)
         assert set(narrow.columns) < set(whole.columns)  # the raw record's columns stay behind
         for version in ("1", "2"):
-            keep = logic_filter(version) or (lambda frame: frame)
+            logic = logic_query(version)
             for name in VIEW_NAMES:
-                got = compute_view(name, keep(narrow), profiles)
-                want = compute_view(name, keep(whole), profiles)
+                got = compute_view(name, keep(narrow, logic), profiles)
+                want = compute_view(name, keep(whole, logic), profiles)
                 assert view_rows(got, name) == view_rows(want, name), (version, name)
     finally:
         whole.unpersist()
@@ -314,7 +343,7 @@ def test_view_schemas_follow_the_catalogue(spark: SparkSession) -> None:
         assert [(f.name, f.dataType) for f in frame.schema.fields] == [
             (c, types[c]) for c in VIEWS[name].columns
         ], name
-    assert set(VIEW_FUNCTIONS) == set(VIEW_NAMES)
+    assert set(PARTIALS) == set(VIEW_NAMES)
     with pytest.raises(KeyError, match="no_such_view"):
         compute_view("no_such_view", events, events)
 
@@ -322,14 +351,19 @@ def test_view_schemas_follow_the_catalogue(spark: SparkSession) -> None:
 # --- merging sessions -----------------------------------------------------------------------------
 
 
+SESSIONS = PARTIALS["sessions"]
+
+
 def intervals(spark: SparkSession, rows: Sequence[tuple[str, int, int, int]]) -> DataFrame:
-    frame = spark.createDataFrame(list(rows), "user_id string, s long, e long, events long")
-    return frame.select(
-        "user_id",
-        F.timestamp_millis("s").alias("session_start"),
-        F.timestamp_millis("e").alias("session_end"),
-        "events",
-    )
+    """Sessions as ``merge_sessions`` takes them: times in epoch ms."""
+    schema = "user_id string, session_start long, session_end long, events long"
+    return spark.createDataFrame(list(rows), schema)
+
+
+def merged(spark: SparkSession, before: DataFrame, fresh: DataFrame) -> DataFrame:
+    """``merge`` of two sets of sessions, on Spark, dressed as the view."""
+    rows = on_spark(spark, SESSIONS.merge_query, in_before=before, in_fresh=fresh)
+    return with_timestamps(rows, VIEWS["sessions"])
 
 
 def test_merge_sessions_bridges_nests_and_keeps_the_30_minute_boundary(
@@ -350,8 +384,8 @@ def test_merge_sessions_bridges_nests_and_keeps_the_30_minute_boundary(
         ("u-3", at(9, 0), at(9, 50), 5),  # a session that contains another's start
         ("u-3", at(9, 20), at(9, 25), 2),  # nested in it
     ]
-    merged = view_rows(merge_sessions(intervals(spark, known + new)), "sessions")
-    assert [(r["user_id"], r["session_start"], r["session_end"], r["events"]) for r in merged] == [
+    rows = view_rows(merged(spark, intervals(spark, known), intervals(spark, new)), "sessions")
+    assert [(r["user_id"], r["session_start"], r["session_end"], r["events"]) for r in rows] == [
         ("u-1", utc("10:00"), utc("11:10"), 8),
         ("u-2", utc("10:00"), utc("10:40"), 4),
         ("u-3", utc("09:00"), utc("10:10"), 10),
@@ -372,14 +406,15 @@ def test_merging_known_sessions_with_new_events_equals_sessions_of_all_events(
     events = spark_events(spark, lines).join(positions, ["partition", "offset"]).cache()
     try:
         expected = compute_views(lines).views["sessions"]
-        assert view_rows(sessions(events), "sessions") == expected
-        # As a stream would: the sessions so far, merged with each new part of the log.
-        known: DataFrame | None = None
+        assert view_rows(compute_view("sessions", events, events), "sessions") == expected
+        # As a stream would: the sessions so far, merged with each new part's sessions.
+        known = intervals(spark, [])
         for part in range(parts):
-            new = event_intervals(events.where(F.col("part") == part))
-            known = merge_sessions(new if known is None else known.unionByName(new))
-        assert known is not None
-        assert view_rows(known, "sessions") == expected
+            in_part = events.where(F.col("part") == part)
+            new = on_spark(spark, SESSIONS.partial_query, in_events=in_part)
+            known = on_spark(spark, SESSIONS.merge_query, in_before=known, in_fresh=new)
+            known = known.localCheckpoint()  # each step's plan stays small
+        assert view_rows(with_timestamps(known, VIEWS["sessions"]), "sessions") == expected
         assert len(expected) > 20
     finally:
         events.unpersist()
