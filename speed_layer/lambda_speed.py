@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from core.catalog import SESSION_GAP_MS
+from core.object_store import object_store
 from core.settings import Architecture, Settings
 from core.spark import wait_stopped
 from core.store import realtime, sessions, state, versions
@@ -66,7 +67,9 @@ def speed_spec(settings: Settings) -> StreamSpec:
     return StreamSpec(
         stream=STREAM,
         checkpoint=f"s3a://{settings.checkpoints_bucket}/{STREAM}",
-        accepted_log=AcceptedLog(f"s3a://{settings.views_bucket}/state/{STREAM}"),
+        accepted_log=AcceptedLog(
+            object_store(settings), f"{settings.views_bucket}/state/{STREAM}/accepted"
+        ),
         watermark_delay_ms=settings.watermark_delay_ms,
         cutoff=published_cutoff,
         session_seeds=open_batch_sessions,
@@ -101,7 +104,7 @@ class SpeedLayer:
         versions.drop_batch_rows(conn, ready.version)
         log = self.engine.spec.accepted_log
         if cutoff is not None and log is not None:  # the batch holds these events now
-            log.delete(self.engine.spark, log.events, f"event_ts < {cutoff}")
+            log.trim(cutoff)
         return ready.version
 
     def drain(self) -> None:

@@ -40,9 +40,10 @@ from core.store import realtime
 from core.store.connection import connect, stream_lock
 from core.store.realtime import Change, StreamProgress
 from core.store.state import StateWrites
-from core.times import HOUR_MS, to_ms
+from core.times import to_ms
 from core.views import tables
 from core.views.query import Query, on_duckdb
+from stream_engine import accepted_log
 from stream_engine.accepted_log import AcceptedLog
 from stream_engine.keyed_merge import KeyedMerge, SessionSeeds
 
@@ -304,20 +305,13 @@ class StreamEngine:
 
     def _append_accepted(self, events: pa.Table, profiles: pa.Table, batch_id: int) -> None:
         """Lambda: the micro-batch's accepted events and profile versions, once, in the log
-        the hand-off recomputes from. Partitioned by the start (epoch ms) of the event's hour
-        window: the column is named `event_hour` because existing accepted logs are (Delta
-        refuses an append that partitions by another column)."""
+        the hand-off recomputes from."""
         log = self.spec.accepted_log
         assert log is not None
         query = self._checkpoint_id()
-        hours = pa.array(
-            [None if t is None else t - t % HOUR_MS for t in events["event_ts"].to_pylist()],
-            pa.int64(),
-        )
-        frame = self.spark.createDataFrame(events.append_column("event_hour", hours))
-        log.append(frame, log.events, batch_id, query, ("event_hour",))
-        if profiles.num_rows:  # most micro-batches carry no profile change
-            log.append(self.spark.createDataFrame(profiles), log.profiles, batch_id, query)
+        for topic, rows in ((accepted_log.EVENTS, events), (accepted_log.PROFILES, profiles)):
+            if rows.num_rows:  # most micro-batches carry no profile change
+                log.append(rows, topic, batch_id, query)
 
     # -- Lambda's hand-off: recompute everything after a new cutoff ----------------------
 
@@ -326,24 +320,11 @@ class StreamEngine:
     ) -> tuple[list[Change], dict[str, list[tuple[str, str]]]]:
         """Every real-time row and state of the stream from its accepted log, for event time
         from `cutoff` on, under the logic version now in force: ``finish(partial(events))``."""
-        from pyspark.sql import functions as F
-
         log = self.spec.accepted_log
         assert log is not None, "only a stream that keeps its event log can recompute"
-        events = log.read(self.spark, log.events)
-        profiles = log.read(self.spark, log.profiles)
-        if events is None:
-            events_table = EVENTS.empty_table()
-        else:
-            if cutoff is not None:
-                events = events.where(F.col("event_ts") >= cutoff)
-            events_table = events.select(*EVENTS.names).toArrow().cast(EVENTS)
-        if profiles is None:
-            profiles_table = PROFILES.empty_table()
-        else:
-            profiles_table = profiles.select(*PROFILES.names).toArrow().cast(PROFILES)
-        kept = self._kept(conn, events_table)
-        return self.keyed.recompute(conn, kept, profiles_table, cutoff)
+        events = log.read(accepted_log.EVENTS, EVENTS, since_ms=cutoff)
+        profiles = log.read(accepted_log.PROFILES, PROFILES)
+        return self.keyed.recompute(conn, self._kept(conn, events), profiles, cutoff)
 
 
 _LATE_COLUMNS = ("event_id", "event_ts", "partition", "offset")

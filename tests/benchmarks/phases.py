@@ -1,15 +1,13 @@
 """Where a stream micro-batch spends its time, measured from outside the engine.
 
 The bench does not change the stream engine (`stream_engine.engine`). While a measurement runs,
-`PhaseTimer` wraps some of the engine's steps and some of Spark's and Delta's calls with timers
+`PhaseTimer` wraps the engine's steps and some of the calls inside them with timers
 (class and module attributes, put back on exit):
 
 - the engine's steps: the micro-batch's one Spark job (Kafka, the parse, the deduplication,
-  the records to Arrow on the driver), the Delta appends to Lambda's event log, the merge of
+  the records to Arrow on the driver), the accepted log's appends (Lambda), the merge of
   the additive views' partial aggregates into keyed state, the session merge (both on
-  DuckDB), and the commit to the serving store;
-- the calls the micro-batch makes itself, outside those steps: Delta's `isDeltaTable` check
-  (it reads the table's log on MinIO) and `createDataFrame`.
+  DuckDB), and the commit to the serving store.
 
 A call inside one of the steps counts in that step only (some are also shown on their own: the
 DuckDB queries, the state lookups, the partial rows' JSON, the lookup of the users' sessions).
@@ -27,9 +25,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
-
 from core.store import realtime
 from core.store import sessions as stored_sessions
 from core.store import state as stream_state
@@ -45,15 +40,12 @@ _STEPS: dict[str, tuple[Any, str]] = {
         StreamEngine,
         "_collect",
     ),
-    "event log appends (Lambda, Delta writes)": (AcceptedLog, "append"),
+    "accepted log appends (Lambda, Parquet on MinIO)": (AcceptedLog, "append"),
     "additive views (DuckDB): partial, merge, delta, totals": (KeyedMerge, "_additive"),
     "sessions merge (DuckDB)": (KeyedMerge, "_sessions"),
     "serving store commit (Postgres)": (realtime, "commit_batch"),
 }
-_CALLS: dict[str, tuple[Any, str]] = {
-    "Delta isDeltaTable() (log read)": (DeltaTable, "isDeltaTable"),
-    "createDataFrame()": (SparkSession, "createDataFrame"),
-}
+_CALLS: dict[str, tuple[Any, str]] = {}
 # Calls inside the steps worth seeing on their own: counted (in full) under their own label
 # too, and not again in "other". They are part of their step's time.
 _DETAILS: dict[str, tuple[Any, str]] = {
