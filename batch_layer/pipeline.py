@@ -5,7 +5,7 @@
     validate_raw(spark, settings, run, batch_input=pinned)      # gate: what the batch adds
     version = compute_views(spark, settings, snapshot=pinned.snapshot)  # new, `building`
     validate_views(spark, settings, version, run)       # gate: its views (else `failed`)
-    lk.pipelines.publish_batch(spark, settings, version)  # `ready`, then the speed layer's
+    lk.pipelines.publish_batch(settings, version)  # `ready`, then the speed layer's
                                                           # hand-off (two layers: lk joins them)
 
 A gate raises ``quality.QualityGateError`` and nothing after it runs, so a failing suite

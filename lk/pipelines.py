@@ -55,17 +55,17 @@ def drain_lambda(spark: SparkSession, settings: Settings, echo: Echo) -> None:
         raise PipelineError(str(exc)) from exc
 
 
-def publish_batch(spark: SparkSession, settings: Settings, version: int) -> int:
+def publish_batch(settings: Settings, version: int) -> int:
     """Mark batch ``version`` ready (the batch layer) and hand off to it now (the speed layer);
     returns the version readers see.
 
     Until this step the previous version keeps serving. A newer version already published
-    wins (this one is then never shown)."""
+    wins (this one is then never shown). No Spark: the hand-off recomputes on DuckDB."""
     from batch_layer.pipeline import mark_ready, published_version  # deferred: pyspark
-    from speed_layer.lambda_speed import SpeedLayer  # deferred: pyspark
+    from speed_layer.lambda_speed import SpeedLayer  # deferred: pyarrow, duckdb
 
     mark_ready(settings, version)
-    SpeedLayer(spark, settings).handoff()
+    SpeedLayer(None, settings).handoff()
     current = published_version(settings)
     if current is None:
         raise BatchError(f"batch version {version} was not published")

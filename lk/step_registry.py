@@ -185,7 +185,7 @@ def _validate_views(settings: Settings, spark: SparkProvider, args: StepArgs) ->
 
 
 def _publish(settings: Settings, spark: SparkProvider, args: StepArgs) -> Json:
-    return publish_batch(spark(), settings, args.integer("version"))
+    return publish_batch(settings, args.integer("version"))
 
 
 # -- Kappa -------------------------------------------------------------------------------------
@@ -314,7 +314,7 @@ STEPS: dict[str, Step] = {
             ("version", "run_name"),
             _validate_views,
         ),
-        Step("publish", "Lambda: hand a checked version to readers", True, ("version",), _publish),
+        Step("publish", "Lambda: hand a checked version to readers", False, ("version",), _publish),
         Step(
             "kappa-start",
             "Kappa: a new version to replay into (or the unfinished one of the same logic)",

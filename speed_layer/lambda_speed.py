@@ -16,6 +16,7 @@ another logic changes the answers on both sides of the cutoff at once.
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from core.catalog import SESSION_GAP_MS
@@ -27,7 +28,7 @@ from core.store.connection import connect, stream_lock
 from core.store.streams import LAMBDA_SPEED as STREAM
 from core.views.logic_versions import logic_query
 from stream_engine.accepted_log import AcceptedLog
-from stream_engine.engine import StreamEngine, StreamSpec
+from stream_engine.engine import StreamEngine, StreamSpec, recompute_accepted
 
 if TYPE_CHECKING:
     import psycopg
@@ -79,11 +80,19 @@ def speed_spec(settings: Settings) -> StreamSpec:
 
 
 class SpeedLayer:
-    """The engine plus the hand-off, serialised by a lock on the stream."""
+    """The engine plus the hand-off, serialised by a lock on the stream. The hand-off needs
+    no Spark (it recomputes from the accepted log on DuckDB): `spark` may be None for it."""
 
-    def __init__(self, spark: SparkSession, settings: Settings) -> None:
+    def __init__(self, spark: SparkSession | None, settings: Settings) -> None:
         self.settings = settings
-        self.engine = StreamEngine(spark, settings, speed_spec(settings))
+        self.spec = speed_spec(settings)
+        self._spark = spark
+
+    @cached_property
+    def engine(self) -> StreamEngine:
+        if self._spark is None:
+            raise RuntimeError("the speed layer's stream needs a Spark session")
+        return StreamEngine(self._spark, self.settings, self.spec)
 
     def handoff(self) -> int | None:
         """Publish the newest ready batch version, if any; returns it."""
@@ -98,11 +107,11 @@ class SpeedLayer:
         cutoff = ready.cutoff_ms
         with conn.transaction():
             versions.switch_alias(conn, ready)  # seen by the seeds below, committed below
-            changes, states = self.engine.recompute_all(conn, cutoff)
+            changes, states = recompute_accepted(self.spec, conn, cutoff)
             realtime.replace_all(conn, STREAM, changes)
             state.replace_all(conn, STREAM, states)
         versions.drop_batch_rows(conn, ready.version)
-        log = self.engine.spec.accepted_log
+        log = self.spec.accepted_log
         if cutoff is not None and log is not None:  # the batch holds these events now
             log.trim(cutoff)
         return ready.version

@@ -42,7 +42,7 @@ from core.store.realtime import Change, StreamProgress
 from core.store.state import StateWrites
 from core.times import to_ms
 from core.views import tables
-from core.views.query import Query, on_duckdb
+from core.views.query import Query
 from stream_engine import accepted_log
 from stream_engine.accepted_log import AcceptedLog
 from stream_engine.keyed_merge import KeyedMerge, SessionSeeds
@@ -285,11 +285,10 @@ class StreamEngine:
         if self.spec.accepted_log is not None:  # Lambda: the log a hand-off recomputes from
             self._append_accepted(on_time, records.profiles, batch_id)
 
-        new = self._kept(conn, on_time)
-        merged = self.keyed.merge(conn, new, records.profiles, cutoff)
+        merged = self.keyed.merge(conn, on_time, records.profiles, cutoff, self.spec.logic(conn))
         writes.updates = merged.updates
         outcome.keys = merged.keys
-        outcome.new_events = new.num_rows
+        outcome.new_events = merged.new_events
 
         if max_ts is not None:
             progress.max_event_ts = max(int(max_ts), progress.max_event_ts or int(max_ts))
@@ -297,11 +296,6 @@ class StreamEngine:
         progress.late_dropped += outcome.late
         progress.quarantined += outcome.invalid
         return outcome, merged.changes, writes
-
-    def _kept(self, conn: psycopg.Connection, events: pa.Table) -> pa.Table:
-        """The events the logic version in force lets the views see."""
-        logic = self.spec.logic(conn)
-        return events if logic is None else on_duckdb(self.keyed.con, logic, in_events=events)
 
     def _append_accepted(self, events: pa.Table, profiles: pa.Table, batch_id: int) -> None:
         """Lambda: the micro-batch's accepted events and profile versions, once, in the log
@@ -313,18 +307,19 @@ class StreamEngine:
             if rows.num_rows:  # most micro-batches carry no profile change
                 log.append(rows, topic, batch_id, query)
 
-    # -- Lambda's hand-off: recompute everything after a new cutoff ----------------------
 
-    def recompute_all(
-        self, conn: psycopg.Connection, cutoff: int | None
-    ) -> tuple[list[Change], dict[str, list[tuple[str, str]]]]:
-        """Every real-time row and state of the stream from its accepted log, for event time
-        from `cutoff` on, under the logic version now in force: ``finish(partial(events))``."""
-        log = self.spec.accepted_log
-        assert log is not None, "only a stream that keeps its event log can recompute"
-        events = log.read(accepted_log.EVENTS, EVENTS, since_ms=cutoff)
-        profiles = log.read(accepted_log.PROFILES, PROFILES)
-        return self.keyed.recompute(conn, self._kept(conn, events), profiles, cutoff)
+def recompute_accepted(
+    spec: StreamSpec, conn: psycopg.Connection, cutoff: int | None
+) -> tuple[list[Change], dict[str, list[tuple[str, str]]]]:
+    """Lambda's hand-off: every real-time row and state of the stream from its accepted log,
+    for event time from `cutoff` on, under the logic version now in force, as
+    ``finish(partial(events))`` on DuckDB (no Spark: the publish step runs without one)."""
+    log = spec.accepted_log
+    assert log is not None, "only a stream that keeps its event log can recompute"
+    events = log.read(accepted_log.EVENTS, EVENTS, since_ms=cutoff)
+    profiles = log.read(accepted_log.PROFILES, PROFILES)
+    keyed = KeyedMerge(spec.stream, spec.session_seeds)
+    return keyed.recompute(conn, events, profiles, cutoff, spec.logic(conn))
 
 
 _LATE_COLUMNS = ("event_id", "event_ts", "partition", "offset")

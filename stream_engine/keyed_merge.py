@@ -16,7 +16,9 @@ Nothing here reads more than the keys the new input touches.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -30,7 +32,7 @@ from core.store.realtime import Change, Replacement, Upsert
 from core.store.state import StateUpdate, totals_name
 from core.views import PARTIALS
 from core.views.partials import ROWS, PartialAggregate
-from core.views.query import on_duckdb, store_rows
+from core.views.query import Query, on_duckdb, store_rows
 from stream_engine import state_rows
 
 if TYPE_CHECKING:
@@ -50,18 +52,46 @@ class Merged:
     updates: list[StateUpdate] = field(default_factory=list)
     keys: dict[str, int] = field(default_factory=dict)
     """Per view, the partial keys touched."""
+    new_events: int = 0
+    """The events the views saw (after the logic version's filter)."""
+
+
+@contextmanager
+def _duckdb() -> Iterator[duckdb.DuckDBPyConnection]:
+    """A DuckDB of a merge's own: in memory, spilled (if ever) to the temporary folder (a pod's
+    root is read-only), closed and gone when the merge is (a connection left alive at exit
+    makes DuckDB's bindings complain)."""
+    con = duckdb.connect(config={"temp_directory": tempfile.gettempdir()})
+    try:
+        yield con
+    finally:
+        con.close()
 
 
 class KeyedMerge:
-    """One stream's merges, on a DuckDB connection of its own (in memory, nothing kept)."""
+    """One stream's merges, each on a DuckDB connection of its own (nothing is kept there)."""
 
     def __init__(self, stream: str, session_seeds: SessionSeeds) -> None:
         self.stream = stream
         self.session_seeds = session_seeds
-        self.con = duckdb.connect()
+        self._con: duckdb.DuckDBPyConnection | None = None
 
-    def _run(self, query, **tables: pa.Table) -> pa.Table:  # type: ignore[no-untyped-def]
-        return on_duckdb(self.con, query, **tables)
+    @contextmanager
+    def _connected(self) -> Iterator[None]:
+        with _duckdb() as con:
+            self._con = con
+            try:
+                yield
+            finally:
+                self._con = None
+
+    def _run(self, query: Query, **tables: pa.Table) -> pa.Table:
+        assert self._con is not None, "queries run inside merge() or recompute()"
+        return on_duckdb(self._con, query, **tables)
+
+    def _kept(self, events: pa.Table, logic: Query | None) -> pa.Table:
+        """The events the logic version in force lets the views see."""
+        return events if logic is None else self._run(logic, in_events=events)
 
     def _stored(
         self, conn: psycopg.Connection, name: str, keys: list[str], schema: pa.Schema
@@ -76,15 +106,20 @@ class KeyedMerge:
         events: pa.Table,
         profiles: pa.Table,
         cutoff: int | None,
+        logic: Query | None,
     ) -> Merged:
-        """Every view's changes from new `events` and `profiles` and the touched keys' state."""
+        """Every view's changes from new `events` (those `logic` keeps) and `profiles`, and
+        the touched keys' state."""
         merged = Merged()
-        for aggregate in PARTIALS.values():
-            if aggregate.additive:
-                touched = self._additive(conn, aggregate, events, profiles, merged)
-            else:
-                touched = self._sessions(conn, events, cutoff, merged)
-            merged.keys[aggregate.view] = touched
+        with self._connected():
+            events = self._kept(events, logic)
+            merged.new_events = events.num_rows
+            for aggregate in PARTIALS.values():
+                if aggregate.additive:
+                    touched = self._additive(conn, aggregate, events, profiles, merged)
+                else:
+                    touched = self._sessions(conn, events, cutoff, merged)
+                merged.keys[aggregate.view] = touched
         return merged
 
     def _additive(
@@ -155,9 +190,21 @@ class KeyedMerge:
     # -- Lambda's hand-off: everything from the accepted events ---------------------------------
 
     def recompute(
+        self,
+        conn: psycopg.Connection,
+        events: pa.Table,
+        profiles: pa.Table,
+        cutoff: int | None,
+        logic: Query | None,
+    ) -> tuple[list[Change], dict[str, list[tuple[str, str]]]]:
+        """Every view's rows and state from `events` alone (those `logic` keeps):
+        ``finish(partial(events))``."""
+        with self._connected():
+            return self._recompute(conn, self._kept(events, logic), profiles, cutoff)
+
+    def _recompute(
         self, conn: psycopg.Connection, events: pa.Table, profiles: pa.Table, cutoff: int | None
     ) -> tuple[list[Change], dict[str, list[tuple[str, str]]]]:
-        """Every view's rows and state from `events` alone: ``finish(partial(events))``."""
         changes: list[Change] = []
         states: dict[str, list[tuple[str, str]]] = {}
         for aggregate in PARTIALS.values():

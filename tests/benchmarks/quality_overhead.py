@@ -56,7 +56,7 @@ def one_round(spark: Any, settings: Settings, run: str) -> dict[str, float]:
     raw = timed("validate_raw", lambda: pipeline.validate_raw(spark, settings, run, partitions))
     version = timed("compute_views", lambda: pipeline.compute_views(spark, settings))
     timed("validate_views", lambda: pipeline.validate_views(spark, settings, version, run))
-    timed("publish", lambda: publish_batch(spark, settings, version))
+    timed("publish", lambda: publish_batch(settings, version))
     print(
         f"  {run}: {len(partitions)} partitions, {raw.rows:,} raw rows checked; "
         + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()),

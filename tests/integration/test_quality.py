@@ -81,9 +81,9 @@ def test_the_batch_steps_publish_a_version_that_passed_both_gates(dq: Settings, 
     assert [r.suite for r in results] == [f"batch_views.{v}" for v in VIEW_NAMES]
     assert all(r.success for r in results), [r.failures for r in results]
 
-    assert publish_batch(spark, dq, version) == version
+    assert publish_batch(dq, version) == version
     assert _alias(dq, "lambda") == version
-    assert publish_batch(spark, dq, version) == version  # a retry changes nothing
+    assert publish_batch(dq, version) == version  # a retry changes nothing
     assert pipeline.new_partitions(spark, dq) == []  # the published batch has seen everything
 
 

@@ -31,7 +31,7 @@ import bisect
 import json
 import random
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -461,8 +461,10 @@ def _keys(table: pa.Table, key: Sequence[str]) -> set[tuple]:
 
 
 @pytest.fixture(scope="module")
-def engine() -> Engine:
-    return Engine()
+def engine() -> Iterator[Engine]:
+    engine = Engine()
+    yield engine
+    engine.con.close()
 
 
 def _sort_key(name: str) -> Any:

@@ -100,12 +100,12 @@ def duckdb_rows(table: pa.Table, name: str) -> list[Row]:
 
 def duckdb_views(events: DataFrame, profiles: DataFrame) -> dict[str, list[Row]]:
     """Every view on DuckDB, from the same events and profiles as Arrow (a micro-batch's way)."""
-    con = duckdb.connect()
     inputs = {"in_events": events.toArrow(), "in_profiles": profiles.toArrow()}
-    return {
-        name: duckdb_rows(on_duckdb(con, aggregate.view_query, **inputs), name)
-        for name, aggregate in PARTIALS.items()
-    }
+    with duckdb.connect() as con:
+        return {
+            name: duckdb_rows(on_duckdb(con, aggregate.view_query, **inputs), name)
+            for name, aggregate in PARTIALS.items()
+        }
 
 
 def assert_views_match_oracle(
