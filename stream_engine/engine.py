@@ -52,10 +52,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-RECORD_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "reason")
+RECORD_COLUMNS = ("topic", "partition", "offset", "reason")
 """What a micro-batch brings to the driver of every record, beside the event columns (and the
-value of a record that is not a valid event: a quarantined one keeps it, a profile is read
-from it)."""
+key, value and timestamp of the records that need them: a quarantined one keeps its value, a
+profile is read from all three)."""
 
 EVENTS = tables.EVENTS.to_pyarrow()
 PROFILES = tables.PROFILES.to_pyarrow()
@@ -113,10 +113,10 @@ class MicroBatch:
 
 
 def split(records: pa.Table, events_topic: str, profiles_topic: str) -> MicroBatch:
-    """A micro-batch's records (``RECORD_COLUMNS``, the event columns and ``value``) split into
-    quarantine, events and profile versions. A profile record is read with the rules of
-    ``core.events.profile_from_record`` (micro-batches carry few), one it refuses is left out
-    as ``core.ingestion.parse_profiles`` leaves it out."""
+    """A micro-batch's records (``RECORD_COLUMNS``, the event columns, ``value``, ``key`` and
+    ``timestamp``) split into quarantine, events and profile versions. A profile record is
+    read with the rules of ``core.events.profile_from_record`` (micro-batches carry few); one
+    it refuses is left out, as ``core.ingestion.parse_profiles`` leaves it out."""
     topic = records.column("topic")
     is_event = pc.equal(topic, events_topic)
     valid = pc.is_null(records.column("reason"))
@@ -241,16 +241,20 @@ class StreamEngine:
             self.outcomes.append(outcome)
 
     def _collect(self, batch: DataFrame) -> MicroBatch:
-        """The micro-batch on the driver, as Arrow: the event columns of valid events, the
-        value only of the records that need it (quarantined ones, profiles)."""
+        """The micro-batch on the driver, as Arrow: the event columns of valid events; the
+        value only of the records that need it (quarantined ones, profiles), the key and the
+        timestamp only of profiles (the fewer columns cross, the faster)."""
         from pyspark.sql import functions as F
 
         settings = self.settings
+        is_profile = F.col("topic") == settings.profiles_topic
         is_valid_event = (F.col("topic") == settings.events_topic) & F.col("reason").isNull()
         records = batch.select(
             *RECORD_COLUMNS,
             *(c for c in EVENTS.names if c not in RECORD_COLUMNS),
             F.when(~is_valid_event, F.col("value")).alias("value"),
+            F.when(is_profile, F.col("key")).alias("key"),
+            F.when(is_profile, F.col("timestamp")).alias("timestamp"),
         ).toArrow()
         return split(records, settings.events_topic, settings.profiles_topic)
 
