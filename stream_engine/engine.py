@@ -181,7 +181,7 @@ class StreamEngine:
             .load()
         )
         deduplicated = ingestion.first_occurrences(
-            ingestion.parse_events(raw), self.settings.events_topic
+            self._narrowed(ingestion.parse_events(raw)), self.settings.events_topic
         )
         writer = (
             deduplicated.writeStream.queryName(self.spec.stream)
@@ -240,22 +240,28 @@ class StreamEngine:
             realtime.commit_batch(conn, progress, batch_id, changes, writes)
             self.outcomes.append(outcome)
 
-    def _collect(self, batch: DataFrame) -> MicroBatch:
-        """The micro-batch on the driver, as Arrow: the event columns of valid events; the
-        value only of the records that need it (quarantined ones, profiles), the key and the
-        timestamp only of profiles (the fewer columns cross, the faster)."""
+    def _narrowed(self, parsed: DataFrame) -> DataFrame:
+        """What the micro-batch keeps of each parsed record, before the deduplication's
+        shuffle (the fewer bytes it moves and later bring to the driver, the faster): the
+        event columns; the value only of the records that need it (quarantined ones,
+        profiles), the key and the timestamp only of profiles."""
         from pyspark.sql import functions as F
 
         settings = self.settings
         is_profile = F.col("topic") == settings.profiles_topic
         is_valid_event = (F.col("topic") == settings.events_topic) & F.col("reason").isNull()
-        records = batch.select(
+        return parsed.select(
             *RECORD_COLUMNS,
             *(c for c in EVENTS.names if c not in RECORD_COLUMNS),
             F.when(~is_valid_event, F.col("value")).alias("value"),
             F.when(is_profile, F.col("key")).alias("key"),
             F.when(is_profile, F.col("timestamp")).alias("timestamp"),
-        ).toArrow()
+        )
+
+    def _collect(self, batch: DataFrame) -> MicroBatch:
+        """The micro-batch on the driver, as Arrow (``_narrowed``'s columns)."""
+        records = batch.drop(ingestion.STREAM_DEDUP_KEY).toArrow()
+        settings = self.settings
         return split(records, settings.events_topic, settings.profiles_topic)
 
     def _compute(

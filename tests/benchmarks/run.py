@@ -86,8 +86,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--speed-rate",
         type=float,
-        default=float(os.environ.get("BENCH_SPEED_RATE", "20000")),
-        help="live producer's target events/s (env BENCH_SPEED_RATE; default 20000, the aim)",
+        default=float(os.environ.get("BENCH_SPEED_RATE", "30000")),
+        help="live producer's target events/s (env BENCH_SPEED_RATE; default 30000, the aim)",
     )
     parser.add_argument(
         "--speed-trigger", type=float, default=1.0, help="speed layer trigger, s (default 1)"
