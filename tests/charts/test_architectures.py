@@ -193,6 +193,26 @@ class TestSparkOnKubernetes:
         assert rendered.by_component("ConfigMap", "spark-conf") == []
         assert "SPARK_CONF_DIR" not in _env(rendered, "kappa-stream")
 
+    def test_stream_drivers_may_keep_spark_in_their_pod_while_steps_use_kubernetes(
+        self,
+    ) -> None:
+        """`stream.sparkMaster` (the real cluster's values: a small node): the stream drivers
+        run Spark in local mode, with no executor pods, no Kubernetes identity and no
+        call-back ports, while the batch layer's drivers keep spark.master."""
+        values = load_values(*VALUE_SETS["spark-kubernetes"], stream={"sparkMaster": "local[2]"})
+        rendered = render(values)
+        env = _env(rendered, "kappa-stream")
+        assert env["LK_SPARK_MASTER"] == "local[2]"
+        assert not {"SPARK_LOCAL_IP", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS"} & set(env)
+        (job,) = rendered.by_component("Deployment", "kappa-stream")
+        spec = job["spec"]["template"]["spec"]
+        assert "serviceAccountName" not in spec and spec["automountServiceAccountToken"] is False
+        assert "ports" not in next(containers(job, init=False))
+        # The steps' driver (the Airflow scheduler, local backend here) still starts executors.
+        scheduler_env = _env(rendered, "airflow-scheduler")
+        assert scheduler_env["LK_SPARK_MASTER"] == "k8s://https://kubernetes.default.svc"
+        assert scheduler_env["SPARK_CONF_DIR"] == "/opt/lk/spark-conf"
+
 
 def _scheduler_spec(rendered: Rendered) -> dict:
     (scheduler,) = rendered.by_component("Deployment", "airflow-scheduler")

@@ -305,12 +305,20 @@ Call: (dict "root" $ "sparkDriverMemory" "768m" "minioUser" "archiver" "postgres
 {{- end }}
 
 {{/*
+Whether a driver runs its executors as pods: by the master it is given ("master"), else by
+spark.master. Call: (dict "root" $ ["master" "local[2]"]).
+*/}}
+{{- define "lk.driverOnKubernetes" -}}
+{{- if hasKey . "master" }}{{ if hasPrefix "k8s://" .master }}true{{ end }}{{ else }}{{ include "lk.sparkOnKubernetes" .root }}{{ end }}
+{{- end }}
+
+{{/*
 What a Spark driver pod needs in client mode on Kubernetes: its own IP as the address executors
 call back (SPARK_LOCAL_IP), its pod name so executors are owned by it and deleted with it, and
 the spark-defaults.conf that names the executor image, namespace and pod template.
 */}}
 {{- define "lk.sparkDriverEnv" -}}
-{{- if include "lk.sparkOnKubernetes" .root }}
+{{- if include "lk.driverOnKubernetes" . }}
 - name: POD_NAME
   valueFrom:
     fieldRef:
@@ -331,7 +339,7 @@ the spark-defaults.conf that names the executor image, namespace and pod templat
 {{- end }}
 
 {{- define "lk.sparkDriverPorts" -}}
-{{- if include "lk.sparkOnKubernetes" .root }}
+{{- if include "lk.driverOnKubernetes" . }}
 - name: spark-driver
   containerPort: 7078
 - name: spark-blockmgr
@@ -340,7 +348,7 @@ the spark-defaults.conf that names the executor image, namespace and pod templat
 {{- end }}
 
 {{- define "lk.sparkDriverVolumeMounts" -}}
-{{- if include "lk.sparkOnKubernetes" .root }}
+{{- if include "lk.driverOnKubernetes" . }}
 - name: spark-conf
   mountPath: /opt/lk/spark-conf
   readOnly: true
@@ -348,7 +356,7 @@ the spark-defaults.conf that names the executor image, namespace and pod templat
 {{- end }}
 
 {{- define "lk.sparkDriverVolumes" -}}
-{{- if include "lk.sparkOnKubernetes" .root }}
+{{- if include "lk.driverOnKubernetes" . }}
 - name: spark-conf
   configMap:
     name: {{ include "lk.componentName" (dict "root" .root "component" "spark-conf") }}

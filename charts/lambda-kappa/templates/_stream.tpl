@@ -14,6 +14,9 @@ run `find` on that folder (no Python, no JVM: milliseconds of CPU):
              must exceed the longest micro-batch (maxOffsetsPerTrigger bounds it);
   readiness: the same, so `kubectl get pods` and `helm --wait` show a driver that is running.
 
+The driver's Spark master is stream.sparkMaster, else spark.master: on a small node the stream
+drivers may run Spark in their own pod while the batch layer's steps start executor pods.
+
 Call: (dict "root" $ "component" "speed-layer" "args" (list ...) "values" .Values.speedLayer)
 The component's name is also its MinIO user (lk.minio.access).
 */}}
@@ -31,6 +34,7 @@ exec:
 {{- define "lk.streamDeployment" -}}
 {{- $root := .root -}}
 {{- $image := $root.Values.images.app -}}
+{{- $driver := dict "root" $root "master" ($root.Values.stream.sparkMaster | default $root.Values.spark.master) -}}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -48,13 +52,13 @@ spec:
     metadata:
       labels:
         {{- include "lk.labels" (dict "root" $root "component" .component) | nindent 8 }}
-      {{- if include "lk.sparkOnKubernetes" $root }}
+      {{- if include "lk.driverOnKubernetes" $driver }}
       annotations:
         checksum/spark-conf: {{ include (print $root.Template.BasePath "/spark/spark-configmap.yaml") $root | sha256sum }}
       {{- end }}
     spec:
       enableServiceLinks: false
-      {{- if include "lk.sparkOnKubernetes" $root }}
+      {{- if include "lk.driverOnKubernetes" $driver }}
       serviceAccountName: {{ include "lk.componentName" (dict "root" $root "component" "spark-stream") }}
       automountServiceAccountToken: true
       {{- else }}
@@ -73,11 +77,11 @@ spec:
           args:
             {{- toYaml .args | nindent 12 }}
           env:
-            {{- include "lk.env" (dict "root" $root "sparkDriverMemory" .values.sparkDriverMemory "minioUser" .component "postgres" "writer") | nindent 12 }}
+            {{- include "lk.env" (dict "root" $root "sparkDriverMemory" .values.sparkDriverMemory "minioUser" .component "postgres" "writer" "sparkMaster" $driver.master) | nindent 12 }}
             - name: LK_STREAM_HEARTBEAT_DIR
               value: {{ include "lk.stream.heartbeatDir" $root }}
-            {{- include "lk.sparkDriverEnv" (dict "root" $root) | nindent 12 }}
-          {{- with (include "lk.sparkDriverPorts" (dict "root" $root)) }}
+            {{- include "lk.sparkDriverEnv" $driver | nindent 12 }}
+          {{- with (include "lk.sparkDriverPorts" $driver) }}
           ports:
             {{- . | nindent 12 }}
           {{- end }}
@@ -102,11 +106,11 @@ spec:
           volumeMounts:
             - name: tmp
               mountPath: /tmp
-            {{- include "lk.sparkDriverVolumeMounts" (dict "root" $root) | nindent 12 }}
+            {{- include "lk.sparkDriverVolumeMounts" $driver | nindent 12 }}
       volumes:
         # Spark's local dir, the project's LK_HOME (the heartbeats) and the JVM's scratch space:
         # the only place a driver writes (its root filesystem is read-only).
         - name: tmp
           emptyDir: {}
-        {{- include "lk.sparkDriverVolumes" (dict "root" $root) | nindent 8 }}
+        {{- include "lk.sparkDriverVolumes" $driver | nindent 8 }}
 {{- end }}
