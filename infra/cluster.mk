@@ -4,6 +4,10 @@
 
 ##@ Kubernetes (local cluster, no Docker)
 
+.PHONY: cluster-build
+cluster-build: ## Build what the cluster needs (Kubernetes, CoreDNS, helm, pause), start nothing
+	$(LK) cluster build
+
 .PHONY: cluster-up
 cluster-up: ## Start the one-node cluster (builds Kubernetes, CoreDNS, helm the first time)
 	$(LK) cluster up

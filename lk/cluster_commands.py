@@ -42,6 +42,18 @@ def up(settings: Settings) -> None:
 @cluster.command()
 @click.pass_obj
 @guarded
+def build(settings: Settings) -> None:
+    """Build (or fetch) what `up` needs and start nothing: Kubernetes, CoreDNS, helm, the pause
+    image; cached, so a later `up` only starts."""
+
+    started = time.monotonic()
+    local_cluster.prepare(settings, progress=click.echo)
+    click.echo(f"cluster build in {time.monotonic() - started:.1f}s")
+
+
+@cluster.command()
+@click.pass_obj
+@guarded
 def down(settings: Settings) -> None:
     """Stop every pod and component and undo what the cluster did to the host (mounts,
     cgroups, the network namespace, kernel settings). Data and images stay."""

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -132,7 +131,7 @@ def split(records: pa.Table, events_topic: str, profiles_topic: str) -> MicroBat
     versions = []
     for record in records.filter(pc.equal(topic, profiles_topic)).to_pylist():
         try:
-            change = profile_from_record(record["key"], record["value"], _ms(record["timestamp"]))
+            change = profile_from_record(record["key"], record["value"], to_ms(record["timestamp"]))
         except (ValueError, TypeError, RecursionError):
             continue
         if not _LONG_MIN <= change.updated_ts <= _LONG_MAX:  # Spark's parse reads a long
@@ -150,10 +149,6 @@ def split(records: pa.Table, events_topic: str, profiles_topic: str) -> MicroBat
 
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
-
-
-def _ms(timestamp: datetime) -> int:
-    return to_ms(timestamp)
 
 
 class StreamEngine:

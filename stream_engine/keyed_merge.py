@@ -46,7 +46,7 @@ SESSIONS = PARTIALS["sessions"]
 
 @dataclass
 class Merged:
-    """What merging one micro-batch (or a whole recompute) changes."""
+    """What merging one micro-batch changes."""
 
     changes: list[Change] = field(default_factory=list)
     updates: list[StateUpdate] = field(default_factory=list)

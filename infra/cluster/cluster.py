@@ -79,6 +79,12 @@ def preflight(settings: Settings) -> None:
 
 
 # -- 1. build, certificates, kubeconfigs, configs ------------------------------------------
+def prepare(settings: Settings, progress: Progress = print) -> None:
+    """What `up` needs, built (or fetched) and cached; nothing starts (`lk cluster build`)."""
+    preflight(settings)
+    build.build_all(settings, progress)
+
+
 def provision(settings: Settings, progress: Progress) -> None:
     build.build_all(settings, progress)
     for folder in (paths.cluster_dir(settings), paths.log_dir(settings), paths.pid_dir(settings)):

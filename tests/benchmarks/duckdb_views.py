@@ -1,16 +1,17 @@
-"""The five views in DuckDB SQL over the master dataset's files: a reference for benchmarking only.
+"""The batch views on DuckDB, from the master dataset's files: the same view logic as Spark's.
 
-This is NOT a second implementation of the project's logic: the one business logic is
-`core/views` (Spark), which every layer calls. This module exists so that `make bench` can say
-how fast a single-node engine computes the same answer from the same files, and check that the
-answers agree. It follows CONTRACT §3 and the batch layer's cutoff rules (`batch_layer.job`):
-deduplicate over all history (first in log order wins), window views on events before
-cutoff + 30 min then cut at the cutoff, sessions on events before the cutoff.
+The views are written once (`core/views`, Ibis) and compiled for both engines; the stream
+engine runs them on DuckDB for each micro-batch, the batch layer on Spark over all history.
+This step runs the batch layer's computation on DuckDB instead, over the same files, so that
+`make bench` can say how fast a single-node engine computes the same answer, and check that
+the answers agree. It follows the batch layer's rules (`batch_layer.job`): deduplicate over
+all history (first in log order wins), window views on events before cutoff + 30 min then cut
+at the cutoff, sessions on events before the cutoff.
 
 Input: the master dataset's valid events and profile versions as the shared parsing gives them
-(the master dataset holds raw records, and DuckDB has no copy of the validation), written once
-by Spark as Parquet (`parsed_input`; DuckDB's `delta` extension cannot be downloaded here), read
-from MinIO through pyarrow's S3 file system into DuckDB tables.
+(the master dataset holds raw records, and the parse is Spark's), written once by Spark as
+Parquet (`parsed_input`; DuckDB's `delta` extension cannot be downloaded here), read from MinIO
+through pyarrow's S3 file system into DuckDB tables.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from core.catalog import CLICK_WINDOW_MS, SESSION_GAP_MS, UNKNOWN_SEGMENT, VIEWS
+import pyarrow.compute as pc
+
+from core.catalog import CLICK_WINDOW_MS, VIEWS
 from core.ingestion import PROFILE_COLUMNS
+from core.object_store import object_store
 from core.settings import Settings
-from core.times import HOUR_MS, MINUTE_MS
-from core.views import VIEW_INPUT_COLUMNS
+from core.views import PARTIALS, VIEW_INPUT_COLUMNS
+from core.views.query import on_duckdb
 
 if TYPE_CHECKING:
     import duckdb
@@ -31,76 +35,7 @@ if TYPE_CHECKING:
 
     from core.master_dataset import MasterDataset
 
-# What the five views read of an event; Spark reads the same subset.
 EVENT_COLUMNS = VIEW_INPUT_COLUMNS
-
-
-def _window(size_ms: int) -> str:
-    # Floor modulo, as core.views.windows (Spark's pmod): right for negative times too.
-    return f"(event_ts - ((event_ts % {size_ms}) + {size_ms}) % {size_ms})"
-
-
-# Every view yields its catalogue columns, times as epoch ms (bigint), for comparison.
-VIEW_SQL: dict[str, str] = {
-    "page_views": f"""
-        select page, ws as window_start, ws + {MINUTE_MS} as window_end, count(*) as count
-        from (select page, {_window(MINUTE_MS)} as ws from window_input
-              where type = 'page_view')
-        where ws < $cutoff
-        group by page, ws""",
-    "unique_users": f"""
-        select ws as window_start, ws + {HOUR_MS} as window_end,
-               count(distinct user_id) as users
-        from (select user_id, {_window(HOUR_MS)} as ws from window_input)
-        where ws < $cutoff
-        group by ws""",
-    "search_ctr": f"""
-        with searches as (
-            select event_id, event_ts, query, {_window(HOUR_MS)} as ws
-            from window_input where type = 'search'),
-        clicks as (select search_id, event_ts from window_input where type = 'click'),
-        clicked as (
-            select distinct s.event_id from searches s join clicks c
-            on c.search_id = s.event_id
-            and c.event_ts between s.event_ts and s.event_ts + {CLICK_WINDOW_MS})
-        select s.query, s.ws as window_start, s.ws + {HOUR_MS} as window_end,
-               count(*) as searches, count(k.event_id) as clicks,
-               count(k.event_id) / count(*) as ctr
-        from searches s left join clicked k on k.event_id = s.event_id
-        where s.ws < $cutoff
-        group by s.query, s.ws""",
-    "revenue_by_segment": f"""
-        with orders as (
-            select user_id, event_ts, amount_cents, {_window(HOUR_MS)} as ws
-            from window_input where type = 'order'),
-        versions as (  -- one version per (user, updated_ts): the later in the log
-            select user_id, updated_ts, segment from profiles
-            qualify row_number() over (
-                partition by user_id, updated_ts order by "partition" desc, "offset" desc) = 1),
-        as_of as (
-            select o.ws, o.amount_cents, v.segment from orders o
-            asof left join versions v
-            on o.user_id = v.user_id and o.event_ts >= v.updated_ts)
-        select coalesce(segment, '{UNKNOWN_SEGMENT}') as segment, ws as window_start,
-               ws + {HOUR_MS} as window_end, sum(amount_cents)::bigint as revenue_cents
-        from as_of where ws < $cutoff
-        group by all""",
-    "sessions": f"""
-        with ordered as (
-            select user_id, event_ts,
-                   event_ts - lag(event_ts) over (partition by user_id order by event_ts) as gap
-            from deduped where event_ts < $cutoff and event_time is not null),
-        numbered as (
-            select user_id, event_ts,
-                   sum(case when gap is null or gap > {SESSION_GAP_MS} then 1 else 0 end) over (
-                       partition by user_id order by event_ts
-                       rows between unbounded preceding and current row) as session
-            from ordered)
-        select user_id, min(event_ts) as session_start, max(event_ts) as session_end,
-               count(*) as events
-        from numbered group by user_id, session""",
-}
-assert tuple(VIEW_SQL) == tuple(VIEWS), "one reference query per catalogued view"
 
 
 @dataclass
@@ -135,16 +70,9 @@ def parsed_input(
 
 def _dataset(settings: Settings, uris: list[str]) -> Any:
     import pyarrow.dataset as ds
-    from pyarrow import fs
 
-    s3 = fs.S3FileSystem(
-        access_key=settings.minio_access_key,
-        secret_key=settings.minio_secret_key,
-        endpoint_override=settings.s3_endpoint.removeprefix("http://"),
-        scheme="http",
-        region="us-east-1",
-    )
-    return ds.dataset([uri.removeprefix("s3a://") for uri in uris], format="parquet", filesystem=s3)
+    paths = [uri.removeprefix("s3a://") for uri in uris]
+    return ds.dataset(paths, format="parquet", filesystem=object_store(settings))
 
 
 def _load(con: duckdb.DuckDBPyConnection, name: str, dataset: Any, columns: tuple[str, ...]) -> int:
@@ -159,7 +87,8 @@ def _load(con: duckdb.DuckDBPyConnection, name: str, dataset: Any, columns: tupl
 def compute(
     settings: Settings, event_files: list[str], profile_files: list[str], cutoff_ms: int
 ) -> DuckResult:
-    """Load the files into DuckDB, then compute the five views; timings of each part."""
+    """Load the files into DuckDB, then compute the five views with the shared logic; timings
+    of each part."""
     import duckdb
 
     con = duckdb.connect()
@@ -176,19 +105,25 @@ def compute(
 
     result = DuckResult(load_seconds, 0.0, events, len(event_files) + len(profile_files))
     started = time.monotonic()
+    # The batch layer's input: every event once (the first in the log), then its cutoffs.
     con.execute(
-        'create table deduped as select * exclude ("partition", "offset") from events '
-        'qualify row_number() over (partition by event_id order by "partition", "offset") = 1'
+        "create table deduped as select * from events qualify row_number() over "
+        '(partition by event_id order by "partition", "offset") = 1'
     )
-    # A view cannot take parameters: the bound is an integer, written into the text.
-    con.execute(
-        "create view window_input as select * from deduped "
-        f"where event_ts < {int(cutoff_ms) + CLICK_WINDOW_MS} and event_time is not null"
-    )
+    window_bound = int(cutoff_ms) + CLICK_WINDOW_MS
+    windows = con.sql(f"select * from deduped where event_ts < {window_bound}").to_arrow_table()
+    before = con.sql(f"select * from deduped where event_ts < {int(cutoff_ms)}").to_arrow_table()
+    profiles = con.sql("select * from profiles").to_arrow_table()
     result.view_seconds["dedup"] = time.monotonic() - started
-    for name, query in VIEW_SQL.items():
+    for name, aggregate in PARTIALS.items():
         view_started = time.monotonic()
-        result.rows[name] = con.execute(query, {"cutoff": cutoff_ms}).fetchall()
+        spec = VIEWS[name]
+        events_in = before if spec.window_ms is None else windows
+        rows = on_duckdb(con, aggregate.view_query, in_events=events_in, in_profiles=profiles)
+        if spec.window_ms is not None:
+            rows = rows.filter(pc.less(rows.column("window_start"), cutoff_ms))
+        columns = (rows.column(c).to_pylist() for c in spec.columns)
+        result.rows[name] = list(zip(*columns, strict=True))
         result.view_seconds[name] = time.monotonic() - view_started
     result.views_seconds = time.monotonic() - started
     con.close()

@@ -14,8 +14,8 @@ Steps, each in its own module:
 2. `batch`: Lambda: the archiver drains the log into the master dataset, then `run_batch`
    recomputes the five views over all of it (events/s), timed by its steps (the quality gates
    apart from the recompute) and by view;
-3. `duckdb_views`: DuckDB computes the same views from the same master-dataset files, as the
-   reference, and its answers are compared with what Spark wrote;
+3. `duckdb_views`: DuckDB computes the same views (the same logic, `core/views`) from the same
+   master-dataset files, and its answers are compared with what Spark wrote;
 4. `speed`: the Lambda speed layer on a live log of its own, with a producer at a target rate:
    sustained events/s and freshness (produced -> visible in the serving API);
 5. `api`: the serving API at constant request rates (`hey`) while the speed layer ingests: a
@@ -337,7 +337,7 @@ class Bench:
         comparison = duckdb_views.compare(result.rows, spark_rows)
         total = result.load_seconds + result.views_seconds
         figures = {
-            "note": "reference implementation for benchmarking only; the logic is core/views",
+            "note": "the batch views with the shared logic (core/views) on DuckDB, same files",
             "files": result.files,
             "events": result.events,
             "load_seconds": round(result.load_seconds, 2),
