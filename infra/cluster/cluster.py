@@ -197,24 +197,32 @@ def _run_component(component: Component, progress: Progress) -> None:
     progress(f"{component.name:<24} {action}{took}  {component.address}")
 
 
-def claim(settings: Settings) -> None:
-    """One cluster per machine: refuse to start or stop another state folder's cluster."""
+def claim(settings: Settings, progress: Progress = print) -> None:
+    """One cluster per machine: refuse to start or stop another state folder's cluster while
+    it runs. One whose processes are all gone (its machine or session was killed) only left
+    mounts, a netns and kernel settings behind: those are undone with its own state folder,
+    as its `lk cluster down` would, and the machine is ours."""
     owner = paths.owner_file(settings)
     ours = str(paths.cluster_dir(settings))
     try:
         other = owner.read_text().strip()
     except FileNotFoundError:
         other = ""
-    if other and other != ours and Path(other).is_dir():
+    if not other or other == ours or not Path(other).is_dir():
+        return
+    theirs = settings.model_copy(update={"stack_dir": Path(other).parent})
+    if any(c.running() for c in components(theirs)) or network.pids_in_netns(theirs):
         raise StackError(
             f"the cluster running on this machine keeps its state in {other}, not {ours}: "
             "use the same LK_HOME (or LK_STACK_DIR) to stop it first"
         )
+    progress(f"cleaning up a dead cluster left by {other}")
+    down(theirs, progress)
 
 
 def up(settings: Settings, progress: Progress = print) -> None:
     preflight(settings)
-    claim(settings)
+    claim(settings, progress)
     provision(settings, progress)
     paths.run_dir(settings).mkdir(parents=True, exist_ok=True)
     paths.owner_file(settings).write_text(str(paths.cluster_dir(settings)) + "\n")

@@ -21,7 +21,7 @@ from tests.k8s.kube import Kube
 
 NAMESPACE = install.NAMESPACE
 RELEASE = install.RELEASE
-COMPARISON_SCENARIOS = ("steady", "late", "bug-and-fix", "compaction")
+COMPARISON_SCENARIOS = ("steady", "bug-and-fix")  # the Job's path; every scenario: test-compare
 TEST_VALUES = (
     "--set=airflow.dagsArePausedAtCreation=true",
     "--set=batchLayer.schedule=",

@@ -9,8 +9,12 @@ import struct
 import tarfile
 from pathlib import Path
 
-from infra.cluster import build, images, network
+import pytest
+
+from core.settings import Settings
+from infra.cluster import build, cluster, images, network
 from infra.cluster.host import Mount, mounts_to_unmount, parse_mountinfo
+from infra.stack.process import StackError
 
 MOUNTINFO = """\
 22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
@@ -168,3 +172,35 @@ def test_provisioner_makes_a_pre_bound_volume_for_its_pending_claims() -> None:
     released = {**pv, "status": {"phase": "Released"}}
     assert provisioner.released(released)
     assert not provisioner.released({**pv, "status": {"phase": "Bound"}})
+
+
+def _settings_with_owner(tmp_path: Path, other: Path) -> Settings:
+    settings = Settings(
+        stack_dir=tmp_path / "ours",
+        cluster_run_dir=tmp_path / "run",
+        cluster_netns="lk-test-no-such-netns",
+    )
+    (tmp_path / "run").mkdir()
+    other.mkdir(parents=True)
+    (tmp_path / "run" / "owner").write_text(f"{other}\n")
+    return settings
+
+
+def test_claim_cleans_up_a_dead_cluster_left_by_another_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = tmp_path / "theirs" / "cluster"
+    settings = _settings_with_owner(tmp_path, other)
+    cleaned: list[Path] = []
+    monkeypatch.setattr(cluster, "down", lambda s, _p: cleaned.append(s.stack_path))
+    cluster.claim(settings, lambda _m: None)
+    assert cleaned == [other.parent]
+
+
+def test_claim_refuses_while_another_folders_cluster_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = _settings_with_owner(tmp_path, tmp_path / "theirs" / "cluster")
+    monkeypatch.setattr(cluster.network, "pids_in_netns", lambda _s: [4242])
+    with pytest.raises(StackError, match="keeps its state in"):
+        cluster.claim(settings, lambda _m: None)
