@@ -145,6 +145,9 @@ class Settings(BaseSettings):
     # Rows per page of `GET /v1/views/{view}`: without `limit`, and the most `limit` may ask.
     serve_page_limit: int = Field(default=1_000, ge=1)
     serve_page_limit_max: int = Field(default=10_000, ge=1)
+    # Encoded answers each worker keeps by their ETag (MiB; 0: none): a query asked again
+    # while the state it was read from holds costs one statement and no rows.
+    serve_answer_cache_mib: int = Field(default=64, ge=0)
 
     # How long `lk stack up` waits for each service to answer.
     startup_timeout_s: float = 120.0

@@ -30,6 +30,8 @@ from core.store.connection import check_readable
 from lk.errors import fail, guarded
 from serving.filters import default_architecture
 
+WORKER_HEALTHCHECK_TIMEOUT_S = 60
+
 
 class _Stopped(BaseException):  # like KeyboardInterrupt: not caught by `except Exception`
     """SIGINT or SIGTERM, re-raised by uvicorn once it has shut down gracefully."""
@@ -68,6 +70,10 @@ def _run_workers(settings: Settings, host: str, port: int, workers: int) -> str 
         port=port,
         workers=workers,
         log_level="info",
+        # The supervisor kills a worker that has not answered its ping in this long, and a
+        # starting worker answers only once its imports are done: 2.4 s here when idle, more
+        # than uvicorn's 5 s on a busy node, where workers would then be killed in a loop.
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_TIMEOUT_S,
     )
     try:
         supervisor = Supervisor(config, sockets=[config.bind_socket()])

@@ -6,12 +6,15 @@ the streams its meta names, which every micro-batch commit moves (`updated_at`, 
 transaction as the rows it writes). A hand-off replaces real-time rows without a micro-batch,
 but in the transaction that moves the alias. So the tag, a digest of the query and that
 state, changes exactly when the answer can change, and a matching `If-None-Match` can be
-answered 304 after reading the state alone, never the rows.
+answered 304 after reading the state alone, never the rows. For the same reason an answer
+encoded once can be sent again, unread, to any request whose tag is the same (`Answers`).
 """
 
 from __future__ import annotations
 
 import hashlib
+
+from cachetools import LRUCache
 
 from core.store.reads import State
 from serving.filters import ViewQuery
@@ -40,3 +43,22 @@ def none_match(if_none_match: str | None, tag: str) -> bool:
         if candidate == "*" or candidate.removeprefix("W/") == tag:
             return True
     return False
+
+
+class Answers:
+    """Encoded answers by their tag, in one worker: a query asked again (a dashboard's poll,
+    another client's same filter) while the state it was read from holds costs one statement
+    and neither rows nor encoding. Equal strong tags mean byte-identical answers, so a body
+    found under the current tag is what a read would give now; a body of a state that has
+    moved on is never asked for again and ages out (least recently used, bounded in bytes)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._bodies: LRUCache[str, bytes] = LRUCache(maxsize=max(max_bytes, 1), getsizeof=len)
+
+    def get(self, tag: str) -> bytes | None:
+        return self._bodies.get(tag)
+
+    def put(self, tag: str, body: bytes) -> None:
+        if len(body) <= self.max_bytes:
+            self._bodies[tag] = body

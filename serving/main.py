@@ -28,6 +28,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from core.settings import Settings, get_settings
 from core.store.connection import reader_pool
+from serving import caching
 from serving import metrics as serving_metrics
 from serving.api.routes import comparison, dashboard, health, metrics, quality, views
 
@@ -100,6 +101,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = serving_metrics.ServingMetrics()
+    app.state.answers = caching.Answers(settings.serve_answer_cache_mib * 2**20)
     app.include_router(health.router)
     app.include_router(views.router)
     app.include_router(quality.router)

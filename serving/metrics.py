@@ -2,6 +2,8 @@
 
 - `lk_serving_request_duration_seconds{view, architecture, code}`: a histogram per view of
   the time to answer `GET /v1/views/{view}` (200, 304, 409, 503, ...).
+- `lk_serving_answers_total{source}`: answers of `GET /v1/views/{view}` with rows, by where
+  their body came from: `store` (rows read and encoded) or `cache` (the same tag's, unread).
 - `lk_serving_pool_connections{state}` (`open`, `idle`, `in_use`, `max`) and
   `lk_serving_pool_requests_waiting`: the store connection pools, summed over workers;
   `lk_serving_pool_errors_total{kind}`: failed connection attempts, connections found broken,
@@ -69,6 +71,12 @@ class ServingMetrics:
             "Time to answer GET /v1/views/{view}, by view, architecture and status code.",
             ["view", "architecture", "code"],
             buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.answers = Counter(
+            "lk_serving_answers",
+            "Answers with rows, by where their body came from: store (read) or cache (unread).",
+            ["source"],
             registry=registry,
         )
         self.pool_connections = Gauge(

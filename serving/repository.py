@@ -3,8 +3,10 @@
 The statements are the store's own (`core.store.reads`); this module runs them. The API reads
 through the pool's asynchronous connections, as prepared statements, in pipeline mode: `BEGIN
 ... REPEATABLE READ READ ONLY` goes out with the state statement, then the rows statement with
-`COMMIT`, so an answer costs two round trips, and a 304 or a 409 never reads rows. The quality
-checks and the demo read whole views the same way through a plain connection (`read_view`).
+`COMMIT`, so reading an answer costs two round trips (after the route's one statement of state,
+which alone decides a 304 or finds the answer encoded already), and a 409 never reads rows.
+The quality checks and the demo read whole views the same way through a plain connection
+(`read_view`).
 """
 
 from __future__ import annotations

@@ -1061,6 +1061,32 @@ def test_if_none_match_gets_304_without_rows(client: TestClient, store: psycopg.
     assert again.status_code == 304
 
 
+def test_an_answer_asked_again_is_sent_unread_until_the_state_moves(
+    client: TestClient, store: psycopg.Connection
+) -> None:
+    set_alias(store, "lambda", 1, cutoff=at("10:00"))
+    insert_batch(store, "page_views", 1, [pv("/a", "09:00", 1)])
+    _commit(store, "lambda-speed", 0, [pv("/a", "10:00", 2)])
+    first = client.get("/v1/views/page_views")
+    again = client.get("/v1/views/page_views")
+    assert (again.content, again.headers["etag"]) == (first.content, first.headers["etag"])
+    # Another page of the same state is a query of its own, read from the store.
+    assert get(client, "page_views", limit="1")["rows"] == [pv("/a", "09:00", 1)]
+    _commit(store, "lambda-speed", 1, [pv("/a", "10:00", 3)])
+    moved = client.get("/v1/views/page_views")
+    assert moved.headers["etag"] != first.headers["etag"]
+    assert moved.json()["rows"] == [pv("/a", "09:00", 1), pv("/a", "10:00", 3)]
+    assert _answers(_samples(client.get("/metrics").text)) == {"store": 3, "cache": 1}
+
+
+def _answers(values: dict[tuple[str, frozenset[tuple[str, str]]], float]) -> dict[str, float]:
+    """Answers with rows by where their body came from (`lk_serving_answers_total`)."""
+    return {
+        source: values[("lk_serving_answers_total", _labels({"source": source}))]
+        for source in ("store", "cache")
+    }
+
+
 # --- metrics --------------------------------------------------------------------------------
 
 
@@ -1093,6 +1119,8 @@ def test_metrics_show_latency_per_view_pool_use_and_the_stream_progress_read(
         return values[("lk_serving_request_duration_seconds_count", _labels(labels))]
 
     assert (count(200, "page_views"), count(200, "sessions"), count(304, "page_views")) == (2, 1, 1)
+    # The second page_views was the first's body, sent again unread (the state had not moved).
+    assert _answers(values) == {"store": 2, "cache": 1}
     buckets = {
         labels["le"]
         for (name, labels_) in values

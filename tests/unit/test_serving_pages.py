@@ -8,6 +8,7 @@ import json
 import pytest
 
 from core.store.reads import ViewFilters
+from serving import caching
 from serving.caching import none_match
 from serving.cursor import BadCursorError, Cursor, decode, encode, query_digest
 from serving.filters import BadFilterError, PageLimits, parse_view_query
@@ -95,3 +96,20 @@ def test_limits_and_cursors_are_parsed_only_for_pages() -> None:
 )
 def test_if_none_match_uses_the_weak_comparison(header: str | None, matches: bool) -> None:
     assert none_match(header, '"abc"') is matches
+
+
+def test_answers_keep_the_most_recent_bodies_within_their_bytes() -> None:
+    answers = caching.Answers(max_bytes=10)
+    answers.put('"a"', b"12345")
+    answers.put('"b"', b"12345")
+    assert answers.get('"a"') == b"12345"  # now the most recently used
+    answers.put('"c"', b"123")  # over 10 bytes: the least recently used goes
+    assert (answers.get('"a"'), answers.get('"b"'), answers.get('"c"')) == (b"12345", None, b"123")
+    answers.put('"d"', b"12345678901")  # larger than the whole cache: not kept, nothing evicted
+    assert answers.get('"d"') is None and answers.get('"a"') == b"12345"
+
+
+def test_answers_of_zero_bytes_keep_nothing() -> None:
+    answers = caching.Answers(max_bytes=0)
+    answers.put('"a"', b"1")
+    assert answers.get('"a"') is None

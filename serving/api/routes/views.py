@@ -2,12 +2,14 @@
 
 Every answer carries an `ETag` naming the store state it was read from; a request whose
 `If-None-Match` still names the current state gets 304 after one statement, without its rows
-being read (`serving.caching`). A page cursor read from another alias version gets 409.
+being read, and a query asked again while that state holds gets the body encoded the first
+time (`serving.caching`). A page cursor read from another alias version gets 409.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from time import perf_counter
 from typing import Annotated, Any
 
@@ -144,25 +146,43 @@ def _recheck(request: Request, pool: AsyncConnectionPool[Any]) -> None:
         request.app.state.pool_check = asyncio.create_task(pool.check())
 
 
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    state: State
+    tag: str
+    body: bytes | None  # None: `If-None-Match` names it (304)
+    cached: bool = False
+
+
 async def _read(
-    conn: psycopg.AsyncConnection[Any], query: ViewQuery, if_none_match: str | None
-) -> tuple[State, repository.Page | None]:
-    """The state and, unless `If-None-Match` still names it, the page (None: 304)."""
-    if if_none_match:
-        # One statement decides a 304: pollers mostly get one, for a single round trip.
-        state = await repository.read_state(conn, query.architecture)
-        if caching.none_match(if_none_match, caching.etag(query, state)):
-            return state, None
+    conn: psycopg.AsyncConnection[Any],
+    query: ViewQuery,
+    if_none_match: str | None,
+    answers: caching.Answers,
+) -> _Answer:
+    # One statement first: pollers mostly get a 304, and a query asked again while nothing
+    # moved an answer encoded already, each for a single round trip and no rows.
+    state = await repository.read_state(conn, query.architecture)
+    tag = caching.etag(query, state)
+    if caching.none_match(if_none_match, tag):
+        return _Answer(state, tag, None)
+    if (body := answers.get(tag)) is not None:
+        return _Answer(state, tag, body, cached=True)
     async with repository.snapshot(conn) as snapshot:
         state = await snapshot.state(query.architecture)
-        unchanged = caching.none_match(if_none_match, caching.etag(query, state))
+        tag = caching.etag(query, state)
+        unchanged = caching.none_match(if_none_match, tag)
         moved = query.cursor is not None and query.cursor.generation != state.generation
         page = None if unchanged or moved else await snapshot.page(query, state)
     # Refused after the read-only transaction commits: leaving it by an exception would roll
     # it back, and psycopg forgets the connection's prepared statements on a rollback.
-    if not unchanged:
-        repository.check_cursor(query, state)
-    return state, page
+    if unchanged:
+        return _Answer(state, tag, None)
+    repository.check_cursor(query, state)
+    assert page is not None
+    body = _body(query, state, page)
+    answers.put(tag, body)  # the tag of the snapshot the rows were read in
+    return _Answer(state, tag, body)
 
 
 async def _answer(
@@ -172,11 +192,12 @@ async def _answer(
     pool: AsyncConnectionPool[Any],
     metrics: ServingMetrics,
 ) -> Response:
+    answers: caching.Answers = request.app.state.answers
     for attempt in (1, 2):
         conn = None
         try:
             async with pool.connection() as conn:
-                state, page = await _read(conn, query, if_none_match)
+                answer = await _read(conn, query, if_none_match, answers)
             break
         except (PoolTimeout, PoolClosed):
             raise  # no connection at all: the store is down (503)
@@ -186,14 +207,14 @@ async def _answer(
             if attempt == 2 or conn is None or not conn.broken:
                 raise
             _recheck(request, pool)
-    metrics.observe_state(state)
-    tag = caching.etag(query, state)
-    if page is None:
-        return _not_modified(tag)
+    metrics.observe_state(answer.state)
+    if answer.body is None:
+        return _not_modified(answer.tag)
+    metrics.answers.labels("cache" if answer.cached else "store").inc()
     return Response(
-        _body(query, state, page),
+        answer.body,
         media_type="application/json",
-        headers={"ETag": tag, "Cache-Control": caching.CACHE_CONTROL},
+        headers={"ETag": answer.tag, "Cache-Control": caching.CACHE_CONTROL},
     )
 
 
