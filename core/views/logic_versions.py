@@ -13,8 +13,8 @@ from functools import cache
 import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
+import core.views.tables as tables
 from core.catalog import UNTRUSTED_CLOCK_MS, check_logic_version
-from core.views import tables
 from core.views.query import Query
 
 LogicFilter = Callable[[ir.Table], ir.Table]

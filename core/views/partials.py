@@ -36,8 +36,8 @@ from functools import cached_property
 import ibis
 import ibis.expr.types as ir
 
+import core.views.tables as tables
 from core.catalog import VIEWS
-from core.views import tables
 from core.views.query import Query
 
 ROWS = "_rows"
