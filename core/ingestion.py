@@ -92,7 +92,9 @@ MAX_EVENT_TS: Final = MAX_TIMESTAMP_MS
 
 # --- JSON text, token by token (Java regular expressions) ---------------------------------------
 # Possessive quantifiers throughout: Java's regex engine recurses on backtracking loops, and a
-# long string value must not overflow an executor's stack.
+# long string value must not overflow an executor's stack. The end of a text is ``\z``: ``$``
+# also matches before a final line terminator (U+0085, U+2028, ...), which Python refuses as
+# extra data after a document.
 _JSON_WS = " \t\n\r"
 _STRING = r'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
 _NUMBER = r"-?+(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+(?:[eE][+-]?+[0-9]++)?+"
@@ -102,11 +104,11 @@ _STRING_PART = (
     r"(?s)\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"  # a surrogate pair
     r"|\\u[0-9a-fA-F]{4}|\\.|[^\\]++|\\"
 )
-_LONE_SURROGATE = r"^\\u[dD][89a-fA-F][0-9a-fA-F]{2}$"
+_LONE_SURROGATE = r"^\\u[dD][89a-fA-F][0-9a-fA-F]{2}\z"
 _MAY_NEED_REPAIR = r"\\u[dD][89a-fA-F]|[0-9]{101}"
 _LONG_TOKEN = 100  # numbers and keys this long are replaced when the first parse failed
 _JACKSON_MAX_NAME = 50_000
-_SCALAR_DOCUMENT = rf"^(?:s|{_NUMBER}|true|false|null)$"
+_SCALAR_DOCUMENT = rf"^(?:s|{_NUMBER}|true|false|null)\z"
 
 
 def _check_session(df: DataFrame) -> None:
@@ -157,7 +159,7 @@ def _repaired(text: Column) -> Column:
 def _is_one_document(text: Column, flat_object: Column) -> Column:
     """Whether a text Jackson parsed holds nothing but whitespace after its first JSON value."""
     # A flat object's braces are the only brackets in the text, so the last one closes it.
-    flat_and_closed = flat_object & (text.endswith("}") | text.rlike(rf"\}}[{_JSON_WS}]*+$"))
+    flat_and_closed = flat_object & (text.endswith("}") | text.rlike(rf"\}}[{_JSON_WS}]*+\z"))
     # Otherwise: strings become "s", whitespace goes; a container must close at the very end,
     # a scalar must be the whole text.
     stripped = F.regexp_replace(
@@ -182,13 +184,39 @@ def _is_one_document(text: Column, flat_object: Column) -> Column:
     return F.when(flat_and_closed, True).otherwise(exact)
 
 
-def _with_document(df: DataFrame, value: str, fields: tuple[str, ...]) -> DataFrame:
-    """``df`` plus ``_json`` (the value is one JSON document), ``_fields`` (a struct of the
-    named fields as VARIANTs, NULL unless the document is an object) and ``_flat`` (an object
-    with no bracket inside: every field is a scalar). Temporary columns start with ``_`` and
-    are dropped by the caller."""
+def _compact_pattern(fields: tuple[str, ...], string_fields: frozenset[str]) -> str:
+    """A Java regular expression for the common case, where the exact reading below is not
+    needed: a flat object of known fields only, each a string with no escape and no control
+    character, an integer of at most 18 digits (so a long) or null, with JSON whitespace.
+    Jackson (``from_json``) and Python read such a text alike, a repeated key included (both
+    keep its last value)."""
+    ws = f"[{_JSON_WS}]*+"
+    texts = "|".join(sorted(f for f in fields if f in string_fields))
+    integers = "|".join(sorted(f for f in fields if f not in string_fields))
+    kinds = []
+    if texts:
+        kinds.append(rf'"(?:{texts})"{ws}:{ws}(?:"[^"\\\x00-\x1f]*+"|null)')
+    if integers:
+        kinds.append(rf'"(?:{integers})"{ws}:{ws}(?:-?+(?:0|[1-9][0-9]{{0,17}}+)|null)')
+    member = "(?:" + "|".join(kinds) + ")"
+    return rf"^{ws}\{{{ws}(?:{member}(?:{ws},{ws}{member})*+)?+{ws}\}}{ws}\z"
+
+
+def _with_document(
+    df: DataFrame, value: str, fields: tuple[str, ...], string_fields: frozenset[str]
+) -> DataFrame:
+    """``df`` plus ``_compact`` (the named fields typed, read with ``from_json``, when the text
+    is in the common form of ``_compact_pattern``; NULL otherwise), ``_json`` (the value is one
+    JSON document), ``_object`` (an object), and for the other texts, read exactly: ``_fields``
+    (a struct of the named fields as VARIANTs, NULL unless the document is an object) and
+    ``_flat`` (an object with no bracket inside: every field is a scalar). Temporary columns
+    start with ``_`` and are dropped by the caller."""
     text = F.col("_text")
     struct_type = "struct<" + ", ".join(f"`{name}`: variant" for name in fields) + ">"
+    compact_type = ", ".join(
+        f"`{name}` {'string' if name in string_fields else 'bigint'}" for name in fields
+    )
+    compact = F.col("_compact").isNotNull()
     return (
         df.withColumn(
             "_text",
@@ -197,6 +225,15 @@ def _with_document(df: DataFrame, value: str, fields: tuple[str, ...]) -> DataFr
                 F.col(value).cast("string"),
             ),
         )
+        .withColumn(
+            "_compact",
+            F.when(
+                text.rlike(_compact_pattern(fields, string_fields)),
+                F.from_json(text, compact_type),
+            ),
+        )
+        # The exact reading, only for what the compact form did not cover.
+        .withColumn("_text", F.when(~compact, text))
         .withColumn("_doc0", F.try_parse_json(text))
         .withColumn(
             "_repair",
@@ -211,7 +248,11 @@ def _with_document(df: DataFrame, value: str, fields: tuple[str, ...]) -> DataFr
         )
         .withColumn("_fields", F.try_variant_get(F.col("_doc"), "$", struct_type))
         .withColumn("_flat", F.col("_fields").isNotNull() & (_bracket_count(text) == 2))
-        .withColumn("_json", F.col("_doc").isNotNull() & _is_one_document(text, F.col("_flat")))
+        .withColumn(
+            "_json",
+            compact | (F.col("_doc").isNotNull() & _is_one_document(text, F.col("_flat"))),
+        )
+        .withColumn("_object", compact | F.col("_fields").isNotNull())
         .drop("_doc0", "_repair", "_text", "_doc")
     )
 
@@ -238,30 +279,45 @@ def _with_field_values(
 ) -> DataFrame:
     """For each field: ``_k_<f>`` its kind, ``_v_<f>`` its value when of the field's kind (a
     string, or a long for an integer field), and ``_p_<f>`` the reason it is not a valid
-    required field (NULL when it is). Fields not in ``string_fields`` are integer fields."""
-    df = df.select("*", *(_kind(F.col("_fields")[name]).alias(f"_k_{name}") for name in fields))
+    required field (NULL when it is). Fields not in ``string_fields`` are integer fields.
+    A compact text's fields are of their field's kind or null by its pattern."""
+    compact = F.col("_compact").isNotNull()
+
+    def expected(name: str) -> str:
+        return "STRING" if name in string_fields else "BIGINT"
+
+    kinds = []
+    for name in fields:
+        known = F.when(F.col("_compact")[name].isNull(), F.lit("ABSENT"))
+        kinds.append(
+            F.when(compact, known.otherwise(F.lit(expected(name))))
+            .otherwise(_kind(F.col("_fields")[name]))
+            .alias(f"_k_{name}")
+        )
+    df = df.select("*", *kinds)
     values = []
     for name in fields:
         kind, var = F.col(f"_k_{name}"), F.col("_fields")[name]
-        if name in string_fields:
-            value = F.when(kind == "STRING", F.try_variant_get(var, "$", "string"))
-        else:
-            value = F.when(kind == "BIGINT", F.try_variant_get(var, "$", "bigint"))
-        values.append(value.alias(f"_v_{name}"))
+        sql_type = "string" if name in string_fields else "bigint"
+        values.append(
+            F.when(compact, F.col("_compact")[name])
+            .when(kind == expected(name), F.try_variant_get(var, "$", sql_type))
+            .alias(f"_v_{name}")
+        )
     df = df.select("*", *values)
     problems = []
     for name in fields:
         kind, var = F.col(f"_k_{name}"), F.col("_fields")[name]
         if name in string_fields:
-            expected, text = "STRING", F.col(f"_v_{name}")
+            text = F.col(f"_v_{name}")
         else:
-            expected, text = "BIGINT", F.try_variant_get(var, "$", "string")
+            text = F.try_variant_get(var, "$", "string")
         # Never cast a container to a string (that recurses): only under kind == STRING.
         empty = F.when(kind == "STRING", text == "").otherwise(False)
         missing = kind.isin("ABSENT", "VOID") | empty
         problems.append(
             F.when(missing, F.lit(missing_field(name)))
-            .when(kind != expected, F.lit(wrong_type(name)))
+            .when(kind != expected(name), F.lit(wrong_type(name)))
             .alias(f"_p_{name}")
         )
     return df.select("*", *problems)
@@ -281,9 +337,7 @@ def _with_barrier(df: DataFrame, *columns: Column) -> DataFrame:
 def _reason() -> Column:
     """The first failing check, in ``parse_event``'s order; NULL for a valid event."""
     event_type = F.col("_v_type")
-    reason = F.when(~F.col("_json"), F.lit(NOT_JSON)).when(
-        F.col("_fields").isNull(), F.lit(NOT_AN_OBJECT)
-    )
+    reason = F.when(~F.col("_json"), F.lit(NOT_JSON)).when(~F.col("_object"), F.lit(NOT_AN_OBJECT))
     for name in ALWAYS_REQUIRED:
         reason = reason.when(F.col(f"_p_{name}").isNotNull(), F.col(f"_p_{name}"))
     reason = reason.when(~event_type.isin(*EVENT_TYPES), F.lit(UNKNOWN_TYPE))
@@ -308,7 +362,8 @@ def parse_events(raw: DataFrame) -> DataFrame:
     typed event columns (``EVENT_COLUMNS``; all NULL for an invalid record)."""
     _check_session(raw)
     fields = EVENT_FIELDS
-    df = _with_field_values(_with_document(raw, "value", fields), fields, STRING_FIELDS)
+    df = _with_document(raw, "value", fields, STRING_FIELDS)
+    df = _with_field_values(df, fields, STRING_FIELDS)
     df = _with_barrier(df, _reason().alias("reason"))
     valid = F.col("reason").isNull()
     typed = []
@@ -379,18 +434,19 @@ def first_occurrences(parsed: DataFrame, events_topic: str) -> DataFrame:
 # --- profiles ---------------------------------------------------------------------------------
 
 _PROFILE_FIELDS: Final = ("segment", "updated_ts")
+_PROFILE_STRINGS: Final = frozenset({"segment"})
 
 
 def _checked_profiles(raw: DataFrame) -> DataFrame:
     """``raw`` plus the parsed profile columns and ``_ok`` (see ``parse_profiles``)."""
     _check_session(raw)
     key_text = F.col("key").cast("string")
-    df = _with_document(raw, "value", _PROFILE_FIELDS)
-    df = _with_field_values(df, _PROFILE_FIELDS, frozenset({"segment"}))
+    df = _with_document(raw, "value", _PROFILE_FIELDS, _PROFILE_STRINGS)
+    df = _with_field_values(df, _PROFILE_FIELDS, _PROFILE_STRINGS)
     tombstone = F.col("value").isNull()
     version_ok = (
         F.col("_json")
-        & F.col("_fields").isNotNull()
+        & F.col("_object")
         & (F.col("_k_segment") == "STRING")
         & (F.col("_v_segment") != "")
         & (F.col("_k_updated_ts") == "BIGINT")

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -212,6 +214,11 @@ def raw(text: str) -> bytes:
     return text.encode()
 
 
+def compact(**changes: Any) -> bytes:
+    """``ev`` without whitespace: the form ``core.ingestion`` reads on its fast path."""
+    return json.dumps(json.loads(ev(**changes)), separators=(",", ":")).encode()
+
+
 VALID_TYPES = {
     "page_view": ev(),
     "search": ev(event_id="e-2", type="search", page=_DROP, query="laptop"),
@@ -241,6 +248,31 @@ EDGE_CASES: list[tuple[str, bytes | None, str | None]] = [
         raw('{"ctx": {"a": [1, {"b": "}"}]}, ' + ev().decode()[1:]),
         None,
     ),
+    # The compact form (read with from_json when the text is a flat object of known fields):
+    # the same answers as the exact reading.
+    ("compact, valid", compact(), None),
+    ("compact, duplicate key: last wins", raw('{"page":"/a",' + compact().decode()[1:]), None),
+    (
+        "compact, duplicate key: a last null wins",
+        raw(compact().decode()[:-1] + ',"page":null}'),
+        missing_field("page"),
+    ),
+    ("compact, 18 and 19 digits", compact(amount_cents=10**17, received_ts=10**18), None),
+    ("compact, -0", raw(compact().decode().replace('"device_ts":', '"device_ts":-0,"x":')), None),
+    ("compact, trailing NEL", compact() + "\u0085".encode(), NOT_JSON),
+    ("compact, trailing LINE SEPARATOR", compact() + "\u2028".encode(), NOT_JSON),
+    ("compact, trailing newline", compact() + b"\n", None),
+    ("trailing NEL after spaced JSON", ev() + "\u0085".encode(), NOT_JSON),
+    (
+        "trailing NEL after a nested object",
+        raw('{"x": [1], ' + ev().decode()[1:] + "\u0085"),
+        NOT_JSON,
+    ),
+    ("number, then NEL", raw("42\u0085"), NOT_JSON),
+    ("compact, tab inside a string", compact(page="/x").replace(b"/x", b"/\t"), NOT_JSON),
+    ("compact, numeric event_id", compact(event_id=12), wrong_type("event_id")),
+    ("compact, string device_ts", compact(device_ts="12"), wrong_type("device_ts")),
+    ("compact, empty page", compact(page=""), missing_field("page")),
     ("null value", None, NOT_JSON),
     ("empty value", b"", NOT_JSON),
     ("whitespace only", b"  \n", NOT_JSON),
@@ -441,6 +473,36 @@ def test_deep_documents_do_not_break_the_executor(spark: SparkSession) -> None:
         wrong_type("page"),
         None,
     ]
+
+
+@st.composite
+def _flat_objects(draw: st.DrawFn) -> bytes:
+    """A flat object of event fields (a few unknown ones too), each of any JSON kind, with
+    repeated keys and any JSON whitespace: near the fast path's compact form, on both sides."""
+    names = st.sampled_from([*EVENT_FIELDS, "x", "Page"])
+    scalars = st.one_of(
+        st.sampled_from(["page_view", "search", "click", "order", "", "/home", "u-1", "e-1"]),
+        st.text(max_size=4),
+        st.integers(min_value=-(2**64), max_value=2**64),
+        st.integers(min_value=T - 10_000, max_value=T + 10_000),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.booleans(),
+        st.none(),
+    )
+    members = draw(st.lists(st.tuples(names, scalars), max_size=12))
+    space = st.sampled_from(["", "", " ", "\n", "\t "])
+    body = ("," + draw(space)).join(
+        json.dumps(k) + draw(space) + ":" + draw(space) + json.dumps(v) for k, v in members
+    )
+    return (draw(space) + "{" + body + "}" + draw(space)).encode()
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_flat_objects(), min_size=20, max_size=60))
+def test_spark_matches_python_on_flat_objects_near_the_compact_form(
+    spark: SparkSession, lines: list[bytes]
+) -> None:
+    assert_conforms(spark, lines)
 
 
 # --- every line of generated workloads ----------------------------------------------------------
