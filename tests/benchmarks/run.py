@@ -1,8 +1,8 @@
 """`make bench`: measured figures, printed and saved (benchmarks are not tests: nothing here
 asserts a speed).
 
-    make bench                          # 5,100,000 log records (BENCH_EVENTS): ~30 min on 2 cores
-    make bench BENCH_EVENTS=200000      # a quick run (about 15 minutes)
+    make bench                          # 5,100,000 log records (BENCH_EVENTS): ~15 min on 2 cores
+    make bench BENCH_EVENTS=200000      # a quicker run (the API step alone takes ~5 min)
     BENCH_TIME_LIMIT=5100 make bench    # the replay, last, gets what time is left
     uv run python -m tests.benchmarks.run --help
 
