@@ -189,6 +189,12 @@ def _is_one_document(text: Column, flat_object: Column) -> Column:
     return F.when(flat_and_closed, True).otherwise(exact)
 
 
+def _sql_type(name: str, string_fields: frozenset[str]) -> str:
+    """A field's SQL type: ``string``, or ``bigint`` for an integer field. Upper-cased, it is
+    the kind ``schema_of_variant`` gives a value of that type."""
+    return "string" if name in string_fields else "bigint"
+
+
 def _compact_pattern(fields: tuple[str, ...], string_fields: frozenset[str]) -> str:
     """A Java regular expression for the common case, where the exact reading below is not
     needed: a flat object of known fields only, each a string with no escape and no control
@@ -218,9 +224,7 @@ def _with_document(
     start with ``_`` and are dropped by the caller."""
     text = F.col("_text")
     struct_type = "struct<" + ", ".join(f"`{name}`: variant" for name in fields) + ">"
-    compact_type = ", ".join(
-        f"`{name}` {'string' if name in string_fields else 'bigint'}" for name in fields
-    )
+    compact_type = ", ".join(f"`{name}` {_sql_type(name, string_fields)}" for name in fields)
     compact = F.col("_compact").isNotNull()
     return (
         df.withColumn(
@@ -289,7 +293,7 @@ def _with_field_values(
     compact = F.col("_compact").isNotNull()
 
     def expected(name: str) -> str:
-        return "STRING" if name in string_fields else "BIGINT"
+        return _sql_type(name, string_fields).upper()
 
     kinds = []
     for name in fields:
@@ -303,10 +307,11 @@ def _with_field_values(
     values = []
     for name in fields:
         kind, var = F.col(f"_k_{name}"), F.col("_fields")[name]
-        sql_type = "string" if name in string_fields else "bigint"
         values.append(
             F.when(compact, F.col("_compact")[name])
-            .when(kind == expected(name), F.try_variant_get(var, "$", sql_type))
+            .when(
+                kind == expected(name), F.try_variant_get(var, "$", _sql_type(name, string_fields))
+            )
             .alias(f"_v_{name}")
         )
     df = df.select("*", *values)
