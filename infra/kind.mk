@@ -73,9 +73,9 @@ install: ## Install or upgrade the chart: make install ARCH=lambda|kappa|both
 	  --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE) --create-namespace \
 	  -f infra/kind/values.yaml \
 	  --set architecture=$(ARCH) \
-	  --set images.app.tag=$(IMAGE_TAG) --set images.airflow.tag=$(IMAGE_TAG) \
-	  --set images.kafka.tag=$(IMAGE_TAG) --set images.minio.tag=$(IMAGE_TAG) \
-	  --set images.postgres.tag=$(IMAGE_TAG) \
+	  --set-string images.app.tag=$(IMAGE_TAG) --set-string images.airflow.tag=$(IMAGE_TAG) \
+	  --set-string images.kafka.tag=$(IMAGE_TAG) --set-string images.minio.tag=$(IMAGE_TAG) \
+	  --set-string images.postgres.tag=$(IMAGE_TAG) \
 	  --wait --timeout 20m
 	$(KUBECTL) --context kind-$(KIND_CLUSTER) -n $(NAMESPACE) get pods
 	$(HELM) test $(RELEASE) --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE)

@@ -48,7 +48,9 @@ def install_argv(settings: Settings, architecture: str, tag: str, *extra: str) -
         "-f",
         str(VALUES),
         f"--set=architecture={architecture}",
-        *(f"--set=images.{image}.tag={tag}" for image in IMAGES),
+        # --set-string: a commit's short hash can be all digits (5458245), which --set reads as a
+        # number and the chart's schema refuses.
+        *(f"--set-string=images.{image}.tag={tag}" for image in IMAGES),
         "--set=airflow.sparkBackend=kubernetes",
         f"--set=spark.master={SPARK_MASTER}",
         *extra,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.settings import Settings
-from infra.cluster import build, cluster, images, network
+from infra.cluster import build, cluster, images, install, network
 from infra.cluster.host import Mount, mounts_to_unmount, parse_mountinfo
 from infra.stack.process import StackError
 
@@ -204,3 +204,10 @@ def test_claim_refuses_while_another_folders_cluster_runs(
     monkeypatch.setattr(cluster.network, "pids_in_netns", lambda _s: [4242])
     with pytest.raises(StackError, match="keeps its state in"):
         cluster.claim(settings, lambda _m: None)
+
+
+def test_install_passes_an_all_digit_image_tag_as_a_string() -> None:
+    """A short commit hash such as 5458245 is a number to `--set`; the schema wants a string."""
+    argv = install.install_argv(Settings(), "both", "5458245")
+    tags = [arg for arg in argv if ".tag=" in arg]
+    assert tags == [f"--set-string=images.{image}.tag=5458245" for image in install.IMAGES]
