@@ -133,6 +133,9 @@ class Settings(BaseSettings):
     # Worker processes of `lk serve`; None: one per core this process may run on. A container
     # sees the node's cores, not its CPU limit: the chart sets it.
     serve_workers: int | None = Field(default=None, ge=1)
+    # One log line per request (uvicorn's access log). Off: at a thousand requests a second it
+    # costs about 5% of a worker's CPU, and GET /metrics has the latencies by view and code.
+    serve_access_log: bool = False
     # Store connections per worker: kept open, and the most a worker opens under load.
     serve_pool_min_size: int = Field(default=2, ge=1)
     serve_pool_max_size: int = Field(default=8, ge=1)

@@ -1,5 +1,5 @@
-"""`lk serve --architecture lambda|kappa|both [--port P] [--host H] [--workers N]`: run the
-serving API.
+"""`lk serve --architecture lambda|kappa|both [--port P] [--host H] [--workers N]
+[--access-log]`: run the serving API.
 
 The API reads only the serving store (Postgres). `--architecture` is what a request without
 `?architecture=` reads (`both`: Lambda); either architecture can always be asked for by name.
@@ -70,6 +70,7 @@ def _run_workers(settings: Settings, host: str, port: int, workers: int) -> str 
         port=port,
         workers=workers,
         log_level="info",
+        access_log=settings.serve_access_log,
         # The supervisor kills a worker that has not answered its ping in this long, and a
         # starting worker answers only once its imports are done: 2.4 s here when idle, more
         # than uvicorn's 5 s on a busy node, where workers would then be killed in a loop.
@@ -115,6 +116,12 @@ def _check_port_free(host: str, port: int) -> None:
     default=None,
     help="Worker processes (default: LK_SERVE_WORKERS, else one per core).",
 )
+@click.option(
+    "--access-log/--no-access-log",
+    default=None,
+    help="One log line per request (default: LK_SERVE_ACCESS_LOG, off; GET /metrics has the "
+    "latencies).",
+)
 @click.pass_obj
 @guarded
 def serve(
@@ -123,6 +130,7 @@ def serve(
     port: int | None,
     host: str | None,
     workers: int | None,
+    access_log: bool | None,
 ) -> None:
     """Run the serving API (GET /v1/views/{view}, /v1/quality, /v1/comparison, /health,
     /metrics) and its dashboard at / until interrupted."""
@@ -133,6 +141,8 @@ def serve(
 
     if architecture is not None:
         settings = settings.model_copy(update={"architecture": Architecture(architecture)})
+    if access_log is not None:
+        settings = settings.model_copy(update={"serve_access_log": access_log})
     host = host or settings.host
     port = port or settings.serve_port
     workers = workers or settings.serve_worker_count
@@ -164,7 +174,13 @@ def serve(
     }
     try:
         if workers == 1:
-            uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+            uvicorn.run(
+                create_app(settings),
+                host=host,
+                port=port,
+                log_level="info",
+                access_log=settings.serve_access_log,
+            )
         elif (stopped_by := _run_workers(settings, host, port, workers)) is not None:
             raise _Stopped(stopped_by)
         else:
