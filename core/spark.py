@@ -7,6 +7,7 @@ builder serves the batch layer, the speed layer, the Kappa job and the tests, lo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from pathlib import Path
@@ -89,8 +90,7 @@ def build_spark_session(
         "spark.master": settings.spark_master,
         **spark_conf(settings),
     }
-    if jvm_log is not None:
-        _start_driver_jvm(options, jvm_log)
+    _start_driver_jvm(options, jvm_log, settings.spark_jvm_niceness)
     builder = SparkSession.builder
     for key, value in options.items():
         builder = builder.config(key, value)
@@ -99,10 +99,12 @@ def build_spark_session(
     return session
 
 
-def _start_driver_jvm(options: dict[str, str], jvm_log: Path) -> None:
-    """Start the driver's SparkContext with the JVM's stdout and stderr in `jvm_log`, through
-    pyspark's `popen_kwargs` (the builder has no such option). A context already running is
-    kept, with the output it has."""
+def _start_driver_jvm(options: dict[str, str], jvm_log: Path | None, niceness: int) -> None:
+    """Start the driver's SparkContext, its JVM in a session of its own at `niceness` (see
+    `Settings.spark_jvm_niceness`), with the JVM's stdout and stderr in `jvm_log` if given,
+    through pyspark's `popen_kwargs` (the builder has neither option). A context already
+    running is kept as it is. The JVM still ends with this process: it exits when its stdin,
+    a pipe from here, closes."""
     from pyspark import SparkConf
     from pyspark.core.context import SparkContext
     from pyspark.java_gateway import launch_gateway
@@ -112,10 +114,23 @@ def _start_driver_jvm(options: dict[str, str], jvm_log: Path) -> None:
     conf = SparkConf()
     for key, value in options.items():
         conf.set(key, value)
-    jvm_log.parent.mkdir(parents=True, exist_ok=True)
-    with jvm_log.open("ab") as out:  # the JVM keeps its own descriptor of the file
-        gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": subprocess.STDOUT})
+    with contextlib.ExitStack() as stack:
+        popen_kwargs: dict[str, Any] = {"start_new_session": True}
+        if jvm_log is not None:
+            jvm_log.parent.mkdir(parents=True, exist_ok=True)
+            out = stack.enter_context(jvm_log.open("ab"))  # the JVM keeps its own descriptor
+            popen_kwargs |= {"stdout": out, "stderr": subprocess.STDOUT}
+        gateway = launch_gateway(conf, popen_kwargs=popen_kwargs)
+    _lower_session_weight(gateway.proc.pid, niceness)
     SparkContext(conf=conf, gateway=gateway)
+
+
+def _lower_session_weight(pid: int, niceness: int) -> None:
+    """Set the autogroup niceness of `pid`'s session. Without autogroup scheduling (turned
+    off, or a container's cgroup, where CPU requests decide) there is nothing to do."""
+    if niceness > 0:
+        with contextlib.suppress(OSError):
+            Path(f"/proc/{pid}/autogroup").write_text(str(niceness))
 
 
 def wait_stopped(query: StreamingQuery, timeout_s: float | None = None) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -132,3 +133,52 @@ def test_the_driver_jvm_s_own_output_goes_to_its_log_file_not_the_terminal(
     for noise in ("WARN", "log4j", "SLF4J", "Setting default log level"):
         assert noise not in done.stderr + done.stdout, noise
     assert "log4j" in log.read_text()  # "Using Spark's default log4j profile: ..."
+
+
+_SESSION_THEN_WAIT = """
+import os, sys, time
+from core.settings import get_settings
+from core.spark import build_spark_session
+session = build_spark_session(get_settings(), "lk-jvm-session")
+jvm = session.sparkContext._gateway.proc.pid
+print(jvm, os.getsid(0), os.getsid(jvm), session.range(3).count(), flush=True)
+time.sleep(300)
+"""
+
+
+def test_the_driver_jvm_has_a_session_of_its_own_and_dies_with_its_driver(
+    stack: Settings, stack_env: dict[str, str]
+) -> None:
+    """Its own session, at `spark_jvm_niceness` against the others (the serving API's CPU comes
+    first); a driver killed with SIGKILL still takes its JVM along (its stdin pipe closes)."""
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _SESSION_THEN_WAIT],
+        env={**os.environ, **stack_env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert driver.stdout is not None
+        jvm, driver_session, jvm_session, count = map(int, driver.stdout.readline().split())
+        assert count == 3
+        assert jvm_session == jvm != driver_session
+        autogroup = Path(f"/proc/{jvm}/autogroup")
+        if autogroup.exists():  # a kernel with autogroup scheduling
+            assert autogroup.read_text().split()[-1] == str(stack.spark_jvm_niceness)
+    finally:
+        driver.kill()
+        driver.wait()
+    deadline = time.monotonic() + 30
+    while _running(jvm) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _running(jvm), "the JVM outlived its driver"
+
+
+def _running(pid: int) -> bool:
+    """Alive, not a zombie waiting for an init that does not reap (some containers)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
