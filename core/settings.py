@@ -106,7 +106,7 @@ class Settings(BaseSettings):
     # The local Spark driver JVM runs in a session of its own at this autogroup niceness (0-19):
     # Linux's default scheduler shares the CPU between sessions first, so on a machine the jobs
     # share with the serving API, their micro-batches take the CPU the API leaves (bench, api
-    # step: filtered p99 40 -> 14 ms while the speed layer ingests). 0: an equal share.
+    # step: filtered p99 40 -> 18 ms while the speed layer ingests). 0: an equal share.
     spark_jvm_niceness: int = Field(default=10, ge=0, le=19)
     # Upper bound of records per micro-batch (bounds memory and latency of one micro-batch).
     stream_max_offsets_per_trigger: int = 200_000
