@@ -12,6 +12,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from core.settings import Settings
+from infra.stack.process import pid_alive
 from tests.integration.helpers import fresh_topic
 
 
@@ -170,15 +171,6 @@ def test_the_driver_jvm_has_a_session_of_its_own_and_dies_with_its_driver(
         driver.kill()
         driver.wait()
     deadline = time.monotonic() + 30
-    while _running(jvm) and time.monotonic() < deadline:
+    while pid_alive(jvm) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _running(jvm), "the JVM outlived its driver"
-
-
-def _running(pid: int) -> bool:
-    """Alive, not a zombie waiting for an init that does not reap (some containers)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "\nState:\tZ" not in status
+    assert not pid_alive(jvm), "the JVM outlived its driver"
