@@ -93,8 +93,7 @@ def _rows_statement(query: ViewQuery, state: State) -> tuple[Any, dict[str, Any]
 
 async def read_state(conn: psycopg.AsyncConnection[Any], architecture: ReadArchitecture) -> State:
     """The state alone: one statement, so one snapshot without a transaction."""
-    statement, params = reads.state_statement(architecture)
-    cursor = await conn.execute(statement, params, prepare=True)
+    cursor = await conn.execute(reads.state_statement(architecture), prepare=True)
     values = await cursor.fetchone()
     assert values is not None  # the statement returns one row whatever exists
     return reads.decode_state(architecture, values)
@@ -133,10 +132,9 @@ def read_view(conn: psycopg.Connection, query: ViewQuery) -> tuple[list[Row], Vi
     """Every row of `query` (its limit ignored) and its meta, from one snapshot. `conn` must be
     in autocommit mode."""
     whole = ViewQuery(query.spec, query.architecture, query.filters, digest=query.digest)
-    state_sql, state_params = reads.state_statement(query.architecture)
     with conn.transaction():
         conn.execute("set transaction isolation level repeatable read, read only")
-        state_values = conn.execute(state_sql, state_params).fetchone()
+        state_values = conn.execute(reads.state_statement(query.architecture)).fetchone()
         assert state_values is not None
         state = reads.decode_state(query.architecture, state_values)
         statement = _rows_statement(whole, state)

@@ -301,33 +301,27 @@ def _progress_columns(table_alias: str) -> sql.Composable:
 
 
 @functools.lru_cache(maxsize=2)
-def _state_sql(architecture: str) -> bytes:
+def state_statement(architecture: str) -> bytes:
+    """One row, whatever exists: the alias, the progress of the real-time stream, and (Lambda)
+    the published batch's count of invalid records. Without parameters (the architecture's
+    names are literals): a reader's most frequent statement has nothing to convert or send
+    besides its prepared name."""
     speed = _progress_columns("s")
     if architecture == Architecture.KAPPA:
-        stream = sql.SQL("%(stream_prefix)s::text || a.version::text")
+        stream = _q("{prefix}::text || a.version::text", prefix=sql.Literal(KAPPA_PREFIX))
     else:
-        stream = sql.SQL("%(speed_stream)s")
+        stream = sql.Literal(LAMBDA_SPEED)
     return _q(
         "select a.version, a.cutoff, a.switched_at, {speed}, v.quarantined "
         "from (values (1)) as one (x) "
-        "left join view_alias a on a.architecture = %(architecture)s "
+        "left join view_alias a on a.architecture = {architecture} "
         "left join stream_progress s on s.stream = {stream} "
         "left join view_versions v on v.architecture = 'lambda' "
         "and a.architecture = 'lambda' and v.version = a.version",
         speed=speed,
         stream=stream,
+        architecture=sql.Literal(architecture),
     ).as_bytes(None)
-
-
-def state_statement(architecture: str) -> tuple[bytes, dict[str, Any]]:
-    """One row, whatever exists: the alias, the progress of the real-time stream, and (Lambda)
-    the published batch's count of invalid records."""
-    params: dict[str, Any] = {"architecture": architecture}
-    if architecture == Architecture.KAPPA:
-        params["stream_prefix"] = KAPPA_PREFIX
-    else:
-        params["speed_stream"] = LAMBDA_SPEED
-    return _state_sql(architecture), params
 
 
 def _progress(values: tuple[Any, ...]) -> Progress | None:

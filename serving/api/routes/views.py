@@ -9,20 +9,22 @@ time (`serving.caching`). A page cursor read from another alias version gets 409
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Annotated, Any
+from typing import Any
 
 import orjson
 import psycopg
-from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response, status
+from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+from starlette.datastructures import QueryParams
 
 from core.catalog import VIEWS
 from core.store.reads import State
 from serving import caching, repository
-from serving.api.deps import MetricsDep, PoolDep, app_settings
+from serving.api.deps import app_metrics, app_pool, app_settings
 from serving.filters import (
     ARCHITECTURES,
     BadFilterError,
@@ -33,7 +35,7 @@ from serving.filters import (
     parse_view_query,
 )
 from serving.metrics import ServingMetrics
-from serving.models import STORE_UNAVAILABLE, ErrorBody, ViewResponse
+from serving.models import STORE_UNAVAILABLE, ErrorBody, ReadArchitecture, ViewResponse
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
@@ -44,7 +46,7 @@ def _parameter(
     return {
         "name": name,
         "in": where,
-        "required": False,
+        "required": where == "path",
         "schema": schema or {"type": "string"},
         "description": description,
     }
@@ -61,10 +63,16 @@ INSTANT = {
     "examples": ["2026-11-01T10:00:00Z"],
 }
 
-# For the OpenAPI page only: the whole query string is checked by `parse_view_query` (which
-# also refuses unknown and repeated parameters), not by FastAPI, whose per-parameter
-# validation would cost more than the rest of a small answer.
-QUERY_PARAMETERS = [
+# For the OpenAPI page only: the view and the whole query string are checked by
+# `parse_view_query` (which also refuses unknown and repeated parameters), not by FastAPI,
+# whose dependency solving and per-parameter validation cost more than a 304's statement.
+PARAMETERS = [
+    _parameter(
+        "view",
+        "One of the five views (any other: 404).",
+        {"type": "string", "enum": [*VIEWS]},
+        where="path",
+    ),
     _parameter("start", "ISO 8601 UTC; rows whose window starts at or after it.", INSTANT),
     _parameter("end", "ISO 8601 UTC; rows whose window starts before it.", INSTANT),
     _parameter(
@@ -102,22 +110,22 @@ _CACHE_HEADERS = {
 }
 
 
-ViewName = Annotated[
-    str,
-    Path(
-        description="One of the five views (any other: 404).", json_schema_extra={"enum": [*VIEWS]}
-    ),
-]
+@functools.lru_cache(maxsize=1024)
+def _parsed(
+    view: str, query_string: bytes, architecture: ReadArchitecture, limits: PageLimits
+) -> ViewQuery:
+    # A pure function of its arguments, and pollers ask the same few queries again and again:
+    # each is parsed once (a refused one raises, and is not kept).
+    return parse_view_query(view, QueryParams(query_string).multi_items(), architecture, limits)
 
 
-async def view_query(view: ViewName, request: Request) -> ViewQuery:
-    """The checked request: 404 for an unknown view, 422 with the reason for a bad filter.
-    (Asynchronous although it waits on nothing: FastAPI runs a plain function in a thread.)"""
+def view_query(request: Request) -> ViewQuery:
+    """The checked request: 404 for an unknown view, 422 with the reason for a bad filter."""
     settings = app_settings(request)
     try:
-        return parse_view_query(
-            view,
-            request.query_params.multi_items(),
+        return _parsed(
+            request.path_params["view"],
+            request.scope["query_string"],
             default_architecture(settings),
             PageLimits.from_settings(settings),
         )
@@ -125,10 +133,6 @@ async def view_query(view: ViewName, request: Request) -> ViewQuery:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
     except BadFilterError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
-
-
-# Declared before the pool, so a refused request never takes a connection.
-ViewQueryDep = Annotated[ViewQuery, Depends(view_query)]
 
 
 def _body(query: ViewQuery, state: State, page: repository.Page) -> bytes:
@@ -228,7 +232,7 @@ def _not_modified(tag: str) -> Response:
 @router.get(
     "/{view}",
     response_model=ViewResponse,
-    openapi_extra={"parameters": QUERY_PARAMETERS},
+    openapi_extra={"parameters": PARAMETERS},
     responses={
         status.HTTP_200_OK: {"headers": _CACHE_HEADERS},
         status.HTTP_304_NOT_MODIFIED: {
@@ -247,16 +251,17 @@ def _not_modified(tag: str) -> Response:
         **STORE_UNAVAILABLE,
     },
 )
-async def read_view(
-    view_query: ViewQueryDep, request: Request, pool: PoolDep, metrics: MetricsDep
-) -> Response:
+async def read_view(request: Request) -> Response:
     """One page of a view (sorted by key fields, then window) and where it comes from; an
     `ETag` and `Cache-Control: no-cache`, so pollers revalidate with `If-None-Match`."""
+    # Checked before the pool is asked, so a refused request never takes a connection.
+    query = view_query(request)
+    pool, metrics = app_pool(request), app_metrics(request)
     started = perf_counter()
     code = status.HTTP_500_INTERNAL_SERVER_ERROR  # unless an answer or a known failure
     try:
         response = await _answer(
-            view_query, request.headers.get("if-none-match"), request, pool, metrics
+            query, request.headers.get("if-none-match"), request, pool, metrics
         )
         code = response.status_code
         return response
@@ -267,6 +272,4 @@ async def read_view(
         code = status.HTTP_503_SERVICE_UNAVAILABLE  # answered by the app's handler
         raise
     finally:
-        metrics.observe_request(
-            view_query.spec.name, view_query.architecture, code, perf_counter() - started
-        )
+        metrics.observe_request(query.spec.name, query.architecture, code, perf_counter() - started)
