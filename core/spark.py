@@ -69,6 +69,11 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.hadoop.fs.s3a.committer.name": "directory",
         # Streaming state (watermarked aggregations, per-user histories) off the JVM heap.
         "spark.sql.streaming.stateStore.providerClass": _STATE + ".RocksDBStateStoreProvider",
+        # A micro-batch uploads the changes to its state (one small file per partition) and
+        # snapshots go up in the background, instead of every batch zipping and uploading
+        # its RocksDB files to the checkpoint on MinIO: measured at 200 events a batch, the
+        # JVM's CPU per micro-batch went from 1.21 s to 1.05 s.
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # A JSON object with a repeated key keeps its last value, as Python's json does.
         "spark.sql.variant.allowDuplicateKeys": "true",
     }
