@@ -11,7 +11,7 @@ from core.store.reads import ViewFilters
 from serving import caching
 from serving.caching import none_match
 from serving.cursor import BadCursorError, Cursor, decode, encode, query_digest
-from serving.filters import BadFilterError, PageLimits, parse_view_query
+from serving.filters import BadFilterError, PageLimits, ViewQuery, parse_view_query
 
 WINDOWED = (str, int)  # page_views: page, window start (ms)
 LIMITS = PageLimits(default=1_000, maximum=10_000)
@@ -113,3 +113,32 @@ def test_answers_of_zero_bytes_keep_nothing() -> None:
     answers = caching.Answers(max_bytes=0)
     answers.put('"a"', b"1")
     assert answers.get('"a"') is None
+
+
+def test_a_query_string_parsed_once_still_follows_each_deployments_settings() -> None:
+    # The route keeps checked queries by their text; the deployment's default architecture and
+    # page limit must still apply to each app, and a refused query is refused every time.
+    from fastapi import HTTPException
+    from starlette.requests import Request
+
+    from core.settings import Architecture, Settings
+    from serving.api.routes.views import view_query
+    from serving.main import create_app
+
+    def checked(settings: Settings, query_string: bytes) -> ViewQuery:
+        scope = {
+            "type": "http",
+            "app": create_app(settings),
+            "path_params": {"view": "page_views"},
+            "query_string": query_string,
+        }
+        return view_query(Request(scope))
+
+    for _ in range(2):
+        kappa = checked(Settings(architecture=Architecture.KAPPA, serve_page_limit=5), b"page=/a")
+        lambda_ = checked(Settings(architecture=Architecture.LAMBDA), b"page=/a")
+        assert (kappa.architecture, kappa.limit) == ("kappa", 5)
+        assert (lambda_.architecture, lambda_.limit) == ("lambda", 1_000)
+        with pytest.raises(HTTPException) as refused:
+            checked(Settings(), b"page=/a&page=/b")
+        assert refused.value.status_code == 422
