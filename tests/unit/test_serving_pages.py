@@ -6,12 +6,17 @@ import base64
 import json
 
 import pytest
+from fastapi import HTTPException
+from starlette.requests import Request
 
+from core.settings import Architecture, Settings
 from core.store.reads import ViewFilters
 from serving import caching
+from serving.api.routes.views import view_query
 from serving.caching import none_match
 from serving.cursor import BadCursorError, Cursor, decode, encode, query_digest
 from serving.filters import BadFilterError, PageLimits, ViewQuery, parse_view_query
+from serving.main import create_app
 
 WINDOWED = (str, int)  # page_views: page, window start (ms)
 LIMITS = PageLimits(default=1_000, maximum=10_000)
@@ -118,13 +123,6 @@ def test_answers_of_zero_bytes_keep_nothing() -> None:
 def test_a_query_string_parsed_once_still_follows_each_deployments_settings() -> None:
     # The route keeps checked queries by their text; the deployment's default architecture and
     # page limit must still apply to each app, and a refused query is refused every time.
-    from fastapi import HTTPException
-    from starlette.requests import Request
-
-    from core.settings import Architecture, Settings
-    from serving.api.routes.views import view_query
-    from serving.main import create_app
-
     def checked(settings: Settings, query_string: bytes) -> ViewQuery:
         scope = {
             "type": "http",
