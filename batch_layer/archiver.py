@@ -107,26 +107,11 @@ def archived_rows(raw: DataFrame) -> DataFrame:
 
 
 def archive_batch(
-    raw: DataFrame,
-    path: str,
-    app_id: str,
-    batch_id: int,
-    compression: str = "zstd",
-    *,
-    one_file_per_hour: bool = False,
+    raw: DataFrame, path: str, app_id: str, batch_id: int, compression: str = "zstd"
 ) -> None:
-    """One micro-batch of a topic, as read, into its master dataset table (once per batch id).
-
-    ``one_file_per_hour``: gather each hour's records into one task first, so that the batch
-    writes one file per hour partition instead of one per Kafka partition and hour. For a log
-    whose records are few per hour, across many hours: a backfill of ``profiles`` (188k
-    versions over 724 hours in the bench) wrote about 2,000 small objects, 31-52 s of a
-    micro-batch spent opening files, beside the events' archive."""
-    rows = archived_rows(raw)
-    if one_file_per_hour:
-        rows = rows.repartition(*PARTITION_COLUMNS)
+    """One micro-batch of a topic, as read, into its master dataset table (once per batch id)."""
     options = {"compression": compression}
-    append_once(rows, path, app_id, batch_id, PARTITION_COLUMNS, options)
+    append_once(archived_rows(raw), path, app_id, batch_id, PARTITION_COLUMNS, options)
 
 
 class _TopicArchiver:
@@ -134,17 +119,9 @@ class _TopicArchiver:
     then its offsets into the store, both under the checkpoint's identity."""
 
     def __init__(
-        self,
-        spark: SparkSession,
-        settings: Settings,
-        name: str,
-        path: str,
-        config: ArchiverConfig,
-        *,
-        one_file_per_hour: bool,
+        self, spark: SparkSession, settings: Settings, name: str, path: str, config: ArchiverConfig
     ) -> None:
         self.spark, self.settings = spark, settings
-        self.one_file_per_hour = one_file_per_hour
         self.stream, self.path = archiver_stream(name), path
         self.checkpoint = f"{config.checkpoint_root}/{name}"
         self.compression = config.compression
@@ -164,14 +141,7 @@ class _TopicArchiver:
         with connect(self.settings) as conn:
             progress = realtime.claim(realtime.load_progress(conn, self.stream), self._query_id)
         app_id = f"{ARCHIVER_APP}-{self.stream}-{self._query_id}"
-        archive_batch(
-            raw,
-            self.path,
-            app_id,
-            batch_id,
-            self.compression,
-            one_file_per_hour=self.one_file_per_hour,
-        )
+        archive_batch(raw, self.path, app_id, batch_id, self.compression)
         progress.offsets |= batch_offsets(self.spark, self.checkpoint, batch_id)
         with connect(self.settings) as conn:
             realtime.commit_batch(conn, progress, batch_id, [])
@@ -190,19 +160,15 @@ def start(
     (`drain` and `follow` do)."""
     config = config or ArchiverConfig.from_settings(settings)
     master = MasterDataset.from_settings(settings)
-    # (topic, name, table, one file per hour): events are many per hour, and a shuffle of a
-    # 2M-record micro-batch would cost more than its files; profile versions are few per hour.
     jobs = (
-        (settings.events_topic, "events", master.events, False),
-        (settings.profiles_topic, "profiles", master.profiles, True),
+        (settings.events_topic, "events", master.events),
+        (settings.profiles_topic, "profiles", master.profiles),
     )
-    for _topic, _name, path, _ in jobs:
+    for _topic, _name, path in jobs:
         require_raw(spark, path)
     queries = []
-    for topic, name, path, one_file_per_hour in jobs:
-        batch = _TopicArchiver(
-            spark, settings, name, path, config, one_file_per_hour=one_file_per_hour
-        )
+    for topic, name, path in jobs:
+        batch = _TopicArchiver(spark, settings, name, path, config)
         writer = (
             _kafka_stream(spark, settings, topic, config)
             .writeStream.queryName(f"archiver-{name}")
