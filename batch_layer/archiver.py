@@ -45,7 +45,7 @@ from core.master_dataset import (
     require_raw,
 )
 from core.settings import Settings
-from core.spark import start_checkpointed, wait_stopped
+from core.spark import wait_stopped
 from core.store import realtime
 from core.store.connection import connect, lease, lease_alive
 from core.store.streams import ARCHIVE_LEASE, archiver_stream
@@ -172,6 +172,7 @@ def start(
         writer = (
             _kafka_stream(spark, settings, topic, config)
             .writeStream.queryName(f"archiver-{name}")
+            .option("checkpointLocation", batch.checkpoint)
             .foreachBatch(batch)
         )
         writer = (
@@ -179,7 +180,7 @@ def start(
             if available_now
             else writer.trigger(processingTime="5 seconds")
         )
-        queries.append((start_checkpointed(spark, writer, batch.checkpoint), batch))
+        queries.append((writer.start(), batch))
     return queries
 
 
