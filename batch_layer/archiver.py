@@ -45,7 +45,7 @@ from core.master_dataset import (
     require_raw,
 )
 from core.settings import Settings
-from core.spark import wait_stopped
+from core.spark import start_checkpointed, wait_stopped
 from core.store import realtime
 from core.store.connection import connect, lease, lease_alive
 from core.store.streams import ARCHIVE_LEASE, archiver_stream
@@ -107,11 +107,26 @@ def archived_rows(raw: DataFrame) -> DataFrame:
 
 
 def archive_batch(
-    raw: DataFrame, path: str, app_id: str, batch_id: int, compression: str = "zstd"
+    raw: DataFrame,
+    path: str,
+    app_id: str,
+    batch_id: int,
+    compression: str = "zstd",
+    *,
+    one_file_per_hour: bool = False,
 ) -> None:
-    """One micro-batch of a topic, as read, into its master dataset table (once per batch id)."""
+    """One micro-batch of a topic, as read, into its master dataset table (once per batch id).
+
+    ``one_file_per_hour``: gather each hour's records into one task first, so that the batch
+    writes one file per hour partition instead of one per Kafka partition and hour. For a log
+    whose records are few per hour, across many hours: a backfill of ``profiles`` (188k
+    versions over 724 hours in the bench) wrote about 2,000 small objects, 31-52 s of a
+    micro-batch spent opening files, beside the events' archive."""
+    rows = archived_rows(raw)
+    if one_file_per_hour:
+        rows = rows.repartition(*PARTITION_COLUMNS)
     options = {"compression": compression}
-    append_once(archived_rows(raw), path, app_id, batch_id, PARTITION_COLUMNS, options)
+    append_once(rows, path, app_id, batch_id, PARTITION_COLUMNS, options)
 
 
 class _TopicArchiver:
@@ -119,9 +134,17 @@ class _TopicArchiver:
     then its offsets into the store, both under the checkpoint's identity."""
 
     def __init__(
-        self, spark: SparkSession, settings: Settings, name: str, path: str, config: ArchiverConfig
+        self,
+        spark: SparkSession,
+        settings: Settings,
+        name: str,
+        path: str,
+        config: ArchiverConfig,
+        *,
+        one_file_per_hour: bool,
     ) -> None:
         self.spark, self.settings = spark, settings
+        self.one_file_per_hour = one_file_per_hour
         self.stream, self.path = archiver_stream(name), path
         self.checkpoint = f"{config.checkpoint_root}/{name}"
         self.compression = config.compression
@@ -141,7 +164,14 @@ class _TopicArchiver:
         with connect(self.settings) as conn:
             progress = realtime.claim(realtime.load_progress(conn, self.stream), self._query_id)
         app_id = f"{ARCHIVER_APP}-{self.stream}-{self._query_id}"
-        archive_batch(raw, self.path, app_id, batch_id, self.compression)
+        archive_batch(
+            raw,
+            self.path,
+            app_id,
+            batch_id,
+            self.compression,
+            one_file_per_hour=self.one_file_per_hour,
+        )
         progress.offsets |= batch_offsets(self.spark, self.checkpoint, batch_id)
         with connect(self.settings) as conn:
             realtime.commit_batch(conn, progress, batch_id, [])
@@ -160,19 +190,22 @@ def start(
     (`drain` and `follow` do)."""
     config = config or ArchiverConfig.from_settings(settings)
     master = MasterDataset.from_settings(settings)
+    # (topic, name, table, one file per hour): events are many per hour, and a shuffle of a
+    # 2M-record micro-batch would cost more than its files; profile versions are few per hour.
     jobs = (
-        (settings.events_topic, "events", master.events),
-        (settings.profiles_topic, "profiles", master.profiles),
+        (settings.events_topic, "events", master.events, False),
+        (settings.profiles_topic, "profiles", master.profiles, True),
     )
-    for _topic, _name, path in jobs:
+    for _topic, _name, path, _ in jobs:
         require_raw(spark, path)
     queries = []
-    for topic, name, path in jobs:
-        batch = _TopicArchiver(spark, settings, name, path, config)
+    for topic, name, path, one_file_per_hour in jobs:
+        batch = _TopicArchiver(
+            spark, settings, name, path, config, one_file_per_hour=one_file_per_hour
+        )
         writer = (
             _kafka_stream(spark, settings, topic, config)
             .writeStream.queryName(f"archiver-{name}")
-            .option("checkpointLocation", batch.checkpoint)
             .foreachBatch(batch)
         )
         writer = (
@@ -180,7 +213,7 @@ def start(
             if available_now
             else writer.trigger(processingTime="5 seconds")
         )
-        queries.append((writer.start(), batch))
+        queries.append((start_checkpointed(spark, writer, batch.checkpoint), batch))
     return queries
 
 

@@ -25,7 +25,10 @@ text is read exactly (each step is there because Spark's JSON reader differs fro
    (``sys.get_int_max_str_digits()``) stays unparseable, as in Python;
 3. Jackson stops after the first JSON value and ignores the rest (``{"a":1} x``), Python does
    not: a document must be one value, checked cheaply when the text has just the two braces
-   of a flat object, else exactly (strings stripped, brackets balanced only at the very end);
+   of a flat object; else a container is one value when the text without its last non-blank
+   character no longer parses (that character closed the value), and a scalar when it is the
+   whole text once strings are stripped. No higher-order function, so that whole-stage code
+   generation compiles the parse into one stage instead of generating code per task;
 4. duplicate keys: Python keeps the last value; Spark does the same only with
    ``spark.sql.variant.allowDuplicateKeys=true`` (``SPARK_CONF``), which these functions
    require of the session (they raise otherwise rather than quarantine such records silently);
@@ -165,25 +168,16 @@ def _is_one_document(text: Column, flat_object: Column) -> Column:
     """Whether a text Jackson parsed holds nothing but whitespace after its first JSON value."""
     # A flat object's braces are the only brackets in the text, so the last one closes it.
     flat_and_closed = flat_object & (text.endswith("}") | text.rlike(rf"\}}[{_JSON_WS}]*+\z"))
-    # Otherwise: strings become "s", whitespace goes; a container must close at the very end,
-    # a scalar must be the whole text.
+    # A container: Jackson reads the first value and ignores the rest, so the text without its
+    # last non-blank character still parses exactly when that character came after the value.
+    # (Without the container's closing bracket, the value itself is cut short and fails.)
+    container = text.rlike(rf"^[{_JSON_WS}]*+[\[{{]")
+    cut = F.regexp_replace(text, rf"[^{_JSON_WS}][{_JSON_WS}]*+\z", "")
+    # A scalar must be the whole text, once strings are "s" and whitespace is gone.
     stripped = F.regexp_replace(
         F.regexp_replace(text, rf"(?s){_STRING}", "s"), rf"[{_JSON_WS}]++", ""
     )
-    brackets = F.split(F.regexp_replace(stripped, r"[^\[\]{}]", ""), "")
-    start = F.struct(F.lit(0).alias("depth"), F.lit(0).alias("i"), F.lit(False).alias("early"))
-
-    def step(acc: Column, c: Column) -> Column:
-        return F.struct(
-            (acc["depth"] + F.when(c.isin("{", "["), 1).otherwise(-1)).alias("depth"),
-            (acc["i"] + 1).alias("i"),
-            (acc["early"] | ((acc["i"] > 0) & (acc["depth"] == 0))).alias("early"),
-        )
-
-    closes_at_end = F.aggregate(brackets, start, step, lambda acc: ~acc["early"])
-    container = stripped.rlike(r"^[\[{]")
-    ends_closed = F.endswith(stripped, F.lit("}")) | F.endswith(stripped, F.lit("]"))
-    exact = F.when(container, ends_closed & closes_at_end).otherwise(
+    exact = F.when(container, F.try_parse_json(cut).isNull()).otherwise(
         stripped.rlike(_SCALAR_DOCUMENT)
     )
     return F.when(flat_and_closed, True).otherwise(exact)

@@ -35,6 +35,7 @@ from core.checkpoints import batch_offsets, checkpoint_id
 from core.events import profile_from_record
 from core.kafka_io import lost_records
 from core.settings import Settings
+from core.spark import start_checkpointed
 from core.store import realtime
 from core.store.connection import connect, stream_lock
 from core.store.realtime import Change, StreamProgress
@@ -178,16 +179,14 @@ class StreamEngine:
         deduplicated = ingestion.first_occurrences(
             self._narrowed(ingestion.parse_events(raw)), self.settings.events_topic
         )
-        writer = (
-            deduplicated.writeStream.queryName(self.spec.stream)
-            .option("checkpointLocation", self.spec.checkpoint)
-            .foreachBatch(self.process_batch)
+        writer = deduplicated.writeStream.queryName(self.spec.stream).foreachBatch(
+            self.process_batch
         )
         if available_now:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
-        return writer.start()
+        return start_checkpointed(self.spark, writer, self.spec.checkpoint)
 
     # -- one micro-batch ----------------------------------------------------------------------
 

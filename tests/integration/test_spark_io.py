@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import Producer
+from pyspark.sql import functions as F
 
 from core.settings import Settings
 from infra.stack.process import pid_alive
@@ -65,6 +66,58 @@ def test_spark_reads_the_log_from_kafka_with_partitions_and_offsets(spark, stack
     assert len({(r.key, r.partition) for r in records}) == 5
 
 
+def _rate_to_noop(spark):  # type: ignore[no-untyped-def]
+    """A stream with a local, temporary checkpoint: 5 rows a second into Spark's noop sink."""
+    return (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 5)
+        .load()
+        .writeStream.format("noop")
+        .trigger(processingTime="1 second")
+        .start()
+    )
+
+
+def test_a_stream_on_minio_writes_its_checkpoint_in_place_and_a_local_one_still_starts(  # type: ignore[no-untyped-def]
+    spark, stack: Settings
+) -> None:
+    """``start_checkpointed``: the direct file manager is the MinIO query's own setting (it
+    refuses a local path), so a query checkpointed locally on the same session still runs."""
+    from core.spark import start_checkpointed
+
+    key = "spark.sql.streaming.checkpointFileManagerClass"
+    counts = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 20)
+        .load()
+        .groupBy((F.col("value") % 3).alias("k"))
+        .count()
+    )
+    checkpoint = f"s3a://{stack.checkpoints_bucket}/it-{uuid.uuid4().hex[:8]}"
+    on_minio = start_checkpointed(
+        spark,
+        counts.writeStream.format("noop").outputMode("update").trigger(processingTime="1 second"),
+        checkpoint,
+    )
+    assert spark.conf.get(key, None) is None, "the session keeps Spark's default"
+    local = _rate_to_noop(spark)
+    try:
+        deadline = time.monotonic() + 60
+        while len(on_minio.recentProgress) < 3 or not local.recentProgress:
+            assert on_minio.exception() is None and local.exception() is None
+            assert time.monotonic() < deadline, "no progress in 60 s"
+            time.sleep(0.5)
+        committed = on_minio.recentProgress[-1]["stateOperators"][0]["numRowsTotal"]
+        assert committed == 3
+    finally:
+        on_minio.stop()
+        local.stop()
+    files = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/commits")  # type: ignore[union-attr]
+    fs = files.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    names = [status.getPath().getName() for status in fs.listStatus(files)]
+    assert names and not [n for n in names if n.endswith(".tmp")], names
+
+
 def test_the_heartbeat_follows_each_running_query(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """What the chart's liveness probes read: a file per running query, fresh, gone at its end."""
     import time
@@ -76,14 +129,7 @@ def test_the_heartbeat_follows_each_running_query(spark, tmp_path) -> None:  # t
     (folder / "left-by-an-earlier-run").touch()
     listener = install_heartbeat(spark, folder)
     try:
-        query = (
-            spark.readStream.format("rate")
-            .option("rowsPerSecond", 5)
-            .load()
-            .writeStream.format("noop")
-            .trigger(processingTime="1 second")
-            .start()
-        )
+        query = _rate_to_noop(spark)
         try:
             deadline = time.monotonic() + 60
             while not (folder / str(query.id)).exists():

@@ -134,3 +134,24 @@ def test_lk_reports_an_old_master_dataset_in_one_line() -> None:
     assert result.exit_code == 1
     assert result.output == "lk: error: s3a://lk-master/events is old: run `lk stack reset`\n"
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_one_file_per_hour_gathers_each_hours_records_into_one_file(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A log with few records per hour across many hours (a backfill of ``profiles``): the
+    archive writes one file per hour partition, not one per Kafka partition and hour, and the
+    same records either way."""
+    lines = [event(n, "page_view", T0 + (n % 5) * HOUR_MS + n, page=f"/p{n}") for n in range(1, 61)]
+    frame = records(spark, lines)  # its partitions each span the five hours
+    spread, gathered = str(tmp_path / "spread"), str(tmp_path / "gathered")
+    archive_batch(frame, spread, "test", 0)
+    archive_batch(frame, gathered, "test", 0, one_file_per_hour=True)
+
+    def files(path: str) -> int:
+        return len(list(Path(path).rglob("*.parquet")))
+
+    assert files(gathered) == 5 < files(spread)
+    assert sorted(
+        spark.read.format("delta").load(gathered).select("offset", "value").collect()
+    ) == (sorted(spark.read.format("delta").load(spread).select("offset", "value").collect()))
