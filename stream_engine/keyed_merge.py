@@ -32,7 +32,7 @@ from core.store.realtime import Change, Replacement, Upsert
 from core.store.state import StateUpdate, totals_name
 from core.views import PARTIALS
 from core.views.partials import ROWS, PartialAggregate
-from core.views.query import Query, on_duckdb, store_rows
+from core.views.query import Query, on_duckdb, store_rows, store_table
 from stream_engine import state_rows
 
 if TYPE_CHECKING:
@@ -85,9 +85,13 @@ class KeyedMerge:
             finally:
                 self._con = None
 
-    def _run(self, query: Query, **tables: pa.Table) -> pa.Table:
+    @property
+    def _db(self) -> duckdb.DuckDBPyConnection:
         assert self._con is not None, "queries run inside merge() or recompute()"
-        return on_duckdb(self._con, query, **tables)
+        return self._con
+
+    def _run(self, query: Query, **tables: pa.Table) -> pa.Table:
+        return on_duckdb(self._db, query, **tables)
 
     def _kept(self, events: pa.Table, logic: Query | None) -> pa.Table:
         """The events the logic version in force lets the views see."""
@@ -135,21 +139,21 @@ class KeyedMerge:
             return 0
         view = aggregate.view
         schema = aggregate.schema.to_pyarrow()
-        before = self._stored(conn, view, state_rows.keys(fresh, aggregate.key), schema)
+        before = self._stored(conn, view, state_rows.keys(self._db, fresh, aggregate.key), schema)
         after = self._run(aggregate.merge_query, in_before=before, in_fresh=fresh)
         delta = self._run(aggregate.delta_query, in_before=before, in_after=after)
-        total_keys = state_rows.keys(delta, aggregate.total_key)
+        total_keys = state_rows.keys(self._db, delta, aggregate.total_key)
         totals_schema = aggregate.totals_schema.to_pyarrow()
         old = self._stored(conn, totals_name(view), total_keys, totals_schema)
         totals = self._run(aggregate.add_totals_query, in_totals=old, in_delta=delta)
         kept = totals.filter(pc.greater(totals.column(ROWS), 0))
         gone = totals.filter(pc.less_equal(totals.column(ROWS), 0))
-        merged.updates.append(StateUpdate(view, state_rows.pairs(after, aggregate.key)))
+        merged.updates.append(StateUpdate(view, state_rows.pairs(self._db, after, aggregate.key)))
         merged.updates.append(
             StateUpdate(
                 totals_name(view),
-                upserts=state_rows.pairs(kept, aggregate.total_key),
-                deletes=state_rows.keys(gone, aggregate.total_key),
+                upserts=state_rows.pairs(self._db, kept, aggregate.total_key),
+                deletes=state_rows.keys(self._db, gone, aggregate.total_key),
             )
         )
         spec = VIEWS[view]
@@ -179,13 +183,14 @@ class KeyedMerge:
         cutoff: int | None,
         known: list[tuple],
         fresh: pa.Table,
-    ) -> list[tuple]:
+    ) -> pa.Table:
         """`known` sessions and the sessions another layer leaves open for `users`, merged
-        with `fresh` ones (the new events' sessions) by the shared session logic, as rows."""
+        with `fresh` ones (the new events' sessions) by the shared session logic, as the
+        store's columns."""
         seeds = _dedupe_seeds(known + self.session_seeds(conn, users, cutoff))
         before = state_rows.intervals(seeds, SESSIONS.schema.to_pyarrow())
         merged = self._run(SESSIONS.merge_query, in_before=before, in_fresh=fresh)
-        return store_rows(merged, VIEWS["sessions"])
+        return store_table(merged, VIEWS["sessions"])
 
     # -- Lambda's hand-off: everything from the accepted events ---------------------------------
 
@@ -211,15 +216,21 @@ class KeyedMerge:
             if not aggregate.additive:
                 continue
             partial = self._run(aggregate.partial_query, in_events=events, in_profiles=profiles)
-            states[aggregate.view] = state_rows.pairs(partial, aggregate.key)
+            states[aggregate.view] = state_rows.pairs(self._db, partial, aggregate.key)
             totals = self._run(aggregate.totals_query, in_partial=partial)
-            states[totals_name(aggregate.view)] = state_rows.pairs(totals, aggregate.total_key)
+            states[totals_name(aggregate.view)] = state_rows.pairs(
+                self._db, totals, aggregate.total_key
+            )
             rows = self._run(aggregate.finish_totals_query, in_totals=totals)
             changes.append(Replacement(aggregate.view, store_rows(rows, VIEWS[aggregate.view])))
         fresh = self._run(SESSIONS.partial_query, in_events=events)
         users = sorted(set(fresh.column("user_id").to_pylist()))
-        rows = self._merged_sessions(conn, users, cutoff, [], fresh) if users else []
-        changes.append(Replacement("sessions", rows))
+        if users:
+            changes.append(
+                Replacement("sessions", self._merged_sessions(conn, users, cutoff, [], fresh))
+            )
+        else:
+            changes.append(Replacement("sessions"))
         return changes, states
 
 

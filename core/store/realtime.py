@@ -9,10 +9,13 @@ the writes are exactly once even though Spark's foreachBatch is at least once.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import psycopg
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 from psycopg.types.json import Jsonb
 
 from core.catalog import VIEWS
@@ -50,7 +53,9 @@ class Replacement:
     """
 
     view: str
-    rows: Sequence[tuple] = ()
+    rows: Sequence[tuple] | pa.Table = ()
+    """Tuples, or an Arrow table of the view's columns (``core.views.query.store_table``),
+    written in one block: a replay's micro-batch replaces some 100,000 sessions."""
     hours: Sequence[int] | None = None
     users: Sequence[str] | None = None
     columns: tuple[str, ...] = field(default=())
@@ -158,12 +163,27 @@ def _replace(conn: psycopg.Connection, stream: str, change: Replacement) -> None
             )
     else:
         conn.execute(f"delete from {table} where stream = %s", (stream,))
-    if not change.rows:
+    if len(change.rows) == 0:
         return
     columns = change.columns or spec.columns
+    if isinstance(change.rows, pa.Table):
+        _copy_csv(conn, table, stream, change.rows.select(list(columns)))
+        return
     with conn.cursor().copy(f"copy {table} (stream, {', '.join(columns)}) from stdin") as copy:
         for row in change.rows:
             copy.write_row((stream, *row))
+
+
+def _copy_csv(conn: psycopg.Connection, table: str, stream: str, rows: pa.Table) -> None:
+    """`rows` (and the stream) into `table` as one CSV block, formatted by Arrow in C++ rather
+    than a Python tuple at a time. Arrow quotes every string and leaves a NULL empty, which is
+    how Postgres's CSV tells them apart; timestamps are ISO 8601 with their zone."""
+    tagged = rows.add_column(0, "stream", pa.repeat(pa.scalar(stream), rows.num_rows))
+    block = io.BytesIO()
+    pa_csv.write_csv(tagged, block, write_options=pa_csv.WriteOptions(include_header=False))
+    columns = ", ".join(tagged.column_names)
+    with conn.cursor().copy(f"copy {table} ({columns}) from stdin (format csv)") as copy:
+        copy.write(block.getbuffer())
 
 
 def commit_batch(

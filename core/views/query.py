@@ -114,9 +114,9 @@ def with_timestamps(frame: DataFrame, spec: ViewSpec) -> DataFrame:
     )
 
 
-def store_rows(table: pa.Table, spec: ViewSpec) -> list[tuple]:
-    """A view's rows from DuckDB as the store takes them: ``spec.columns`` in order, the two
-    time fields (epoch ms) as UTC datetimes."""
+def store_table(table: pa.Table, spec: ViewSpec) -> pa.Table:
+    """A view's rows from DuckDB as the store's columns: ``spec.columns`` in order, the two
+    time fields (epoch ms) as UTC timestamps."""
     import pyarrow as pa  # deferred: pyarrow
 
     columns = []
@@ -124,5 +124,11 @@ def store_rows(table: pa.Table, spec: ViewSpec) -> list[tuple]:
         column = table.column(name)
         if name in spec.time_fields:
             column = column.cast(pa.timestamp("ms", tz="UTC"))
-        columns.append(column.to_pylist())
-    return list(zip(*columns, strict=True))
+        columns.append(column)
+    return pa.table(columns, names=list(spec.columns))
+
+
+def store_rows(table: pa.Table, spec: ViewSpec) -> list[tuple]:
+    """``store_table`` as tuples (the time fields as UTC datetimes)."""
+    stored = store_table(table, spec)
+    return list(zip(*(column.to_pylist() for column in stored.columns), strict=True))

@@ -1163,3 +1163,41 @@ def test_a_503_does_not_tell_where_the_store_is(stack: Settings) -> None:
     detail = response.json()["detail"]
     assert detail.startswith("the serving store is unavailable: ")
     assert str(port) not in detail and (nowhere.postgres_host or nowhere.host) not in detail
+
+
+def test_sessions_replaced_from_arrow_are_stored_as_from_tuples(store: psycopg.Connection) -> None:
+    """A micro-batch hands its merged sessions over as Arrow, written as one CSV block: the
+    stored rows must be those the same sessions give as tuples, odd user ids included."""
+    import pyarrow as pa
+
+    from core.store import realtime
+    from core.views.query import store_rows, store_table
+
+    users = ["u1", 'a,"b', "é\nx", "back\\slash", " "]
+    start = parse_iso(at("10:00"))
+    merged = pa.table(
+        {
+            "user_id": users,
+            "session_start": [start + i * MINUTE_MS + i for i in range(len(users))],
+            "session_end": [start + (i + 5) * MINUTE_MS for i in range(len(users))],
+            "events": list(range(1, len(users) + 1)),
+        }
+    )
+    spec = VIEWS["sessions"]
+    for stream, rows in (
+        ("arrow", store_table(merged, spec)),
+        ("tuples", store_rows(merged, spec)),
+    ):
+        progress = realtime.StreamProgress(stream)
+        change = realtime.Replacement("sessions", rows, users=users)
+        assert realtime.commit_batch(store, progress, 0, [change])
+
+    def stored(stream: str) -> list[tuple[Any, ...]]:
+        return store.execute(
+            "select user_id, session_start, session_end, events from rt_sessions "
+            "where stream = %s order by user_id",
+            (stream,),
+        ).fetchall()
+
+    assert stored("arrow") == stored("tuples")
+    assert sorted(row[0] for row in stored("arrow")) == sorted(users)
