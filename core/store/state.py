@@ -1,9 +1,9 @@
 """The stream paths' keyed state, in the serving store beside the real-time views.
 
 - `stream_state`: per stream and view, the partial aggregate's rows by key (and, under
-  ``<view>:totals``, the summed contributions per view row), as JSON written and read by
-  Spark (``to_json`` / ``from_json`` with the partial's schema). A micro-batch reads only the
-  keys its events touch (a primary-key lookup) and writes back only those.
+  ``<view>:totals``, the summed contributions per view row), as JSON text (NULL fields left
+  out) under the JSON of its key columns. A micro-batch reads only the keys its
+  events touch (a primary-key lookup) and writes back only those.
 - `stream_late`: the events a stream's watermark dropped, once each: the audit behind
   `late_dropped`.
 - `stream_quarantine`: the invalid records a stream read, with the reason.
