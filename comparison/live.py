@@ -40,6 +40,13 @@ LIVE_MICRO_BATCH_S = 4.0
 """A live stream's micro-batch holds at most what the source produces in this long: a stream
 reading as events arrive sees its watermark move between micro-batches (one that caught up
 on everything at once would drop nothing as late)."""
+QUICK_JIT: Final = "-XX:TieredStopAtLevel=1"
+"""The option a run gives its Spark drivers' JVMs unless `Settings.spark_driver_java_options`
+sets others: the quick (C1) compiler alone. A run's JVMs live a few minutes on small
+micro-batches and spend much of their CPU compiling, on two cores that the whole run shares;
+measured alone on the default run's Lambda batch, 84 CPU-s became 59 (the whole run: see the
+README). A long run on a large workload may want the optimising compiler back:
+`LK_SPARK_DRIVER_JAVA_OPTIONS=-XX:TieredStopAtLevel=4`."""
 ROOT = Path(__file__).resolve().parent.parent
 RUN_PREFIX: Final = "cmp-"
 """Every run's namespace starts so: the chart grants its comparison Job the buckets
@@ -80,7 +87,10 @@ def run_comparison(
     progress: Callable[[int, int], None] | None = None,
 ) -> Outcome:
     name = f"{RUN_PREFIX}{datetime.now(UTC):%Y%m%d%H%M%S}"
-    ns = settings.namespaced(name).model_copy(update={"architecture": Architecture.BOTH})
+    java_options = settings.spark_driver_java_options or QUICK_JIT
+    ns = settings.namespaced(name).model_copy(
+        update={"architecture": Architecture.BOTH, "spark_driver_java_options": java_options}
+    )
     out = spec.out_dir / name
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)

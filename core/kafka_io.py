@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from core.events import profile_from_record
 from core.settings import Settings
@@ -319,9 +319,13 @@ def lost_records(settings: Settings, topic: str, start: Mapping[str, int]) -> st
     return None
 
 
+READ_BATCH: Final = 5000
+"""Records `read_topic` asks the client for at once."""
+
+
 def read_topic(settings: Settings, topic: str, timeout_s: float = 60.0) -> Iterator[LogRecord]:
     """Every record of the topic from the start to the current end, partition by partition."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     ends = end_offsets(settings, topic)
     consumer = Consumer(
@@ -330,7 +334,8 @@ def read_topic(settings: Settings, topic: str, timeout_s: float = 60.0) -> Itera
             "group.id": "lk-inspect",
             "logger": quiet_client_logger(),
             "enable.auto.commit": False,
-            "enable.partition.eof": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 10,
         }
     )
     try:
@@ -343,9 +348,20 @@ def read_topic(settings: Settings, topic: str, timeout_s: float = 60.0) -> Itera
             while next_offset < high:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"reading {topic}[{partition}] stopped at {next_offset}")
-                for msg in consumer.consume(num_messages=5000, timeout=1.0):
-                    if msg.error():
-                        raise RuntimeError(str(msg.error()))
+                # A batch returns once full or at its timeout: the last records of a partition
+                # come one by one, and the end of the partition (compaction may have left fewer
+                # records than offsets) says when there are no more.
+                if high - next_offset >= READ_BATCH:
+                    batch = consumer.consume(num_messages=READ_BATCH, timeout=1.0)
+                else:
+                    one = consumer.poll(1.0)
+                    batch = [] if one is None else [one]
+                for msg in batch:
+                    if (error := msg.error()) is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            next_offset = high
+                            break
+                        raise RuntimeError(str(error))
                     yield LogRecord(
                         topic, partition, msg.offset(), msg.key(), msg.value(), msg.timestamp()[1]
                     )

@@ -42,9 +42,10 @@ def connector_jars(settings: Settings) -> list[str]:
 
 
 def spark_conf(settings: Settings) -> dict[str, str]:
-    """Spark configuration for the Kafka source, s3a on MinIO, and Delta."""
+    """Spark configuration for the Kafka source, s3a on MinIO, and Delta (and the driver JVM's
+    options, `Settings.spark_driver_java_options`, when set)."""
     classpath = ":".join(connector_jars(settings))
-    return {
+    conf = {
         # On the JVM's own classpath rather than `spark.jars`: classes load once from the
         # application class loader instead of a per-task one (much faster with the AWS bundle).
         "spark.driver.extraClassPath": classpath,
@@ -85,6 +86,9 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # A JSON object with a repeated key keeps its last value, as Python's json does.
         "spark.sql.variant.allowDuplicateKeys": "true",
     }
+    if settings.spark_driver_java_options:
+        conf["spark.driver.extraJavaOptions"] = settings.spark_driver_java_options
+    return conf
 
 
 def build_spark_session(

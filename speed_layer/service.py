@@ -31,10 +31,12 @@ def run(
     stopping: threading.Event,
     *,
     trigger_seconds: float = 2.0,
-    poll_s: float = 5.0,
+    poll_s: float = 1.0,
     echo: Echo = print,
 ) -> None:
-    """Run the speed layer until `stopping` is set; raises on a failed query."""
+    """Run the speed layer until `stopping` is set; raises on a failed query. A ready batch
+    version is looked for every `poll_s`: readers wait for the hand-off about half of it, and
+    a look is one connection and two keyed reads."""
     speed = SpeedLayer(spark, settings)
     query = speed.engine.start(available_now=False, trigger_seconds=trigger_seconds)
     echo(f"speed layer running ({query.name}); stop with SIGTERM")
