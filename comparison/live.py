@@ -44,9 +44,9 @@ QUICK_JIT: Final = "-XX:TieredStopAtLevel=1"
 """The option a run gives its Spark drivers' JVMs unless `Settings.spark_driver_java_options`
 sets others: the quick (C1) compiler alone. A run's JVMs live a few minutes on small
 micro-batches and spend much of their CPU compiling, on two cores that the whole run shares;
-measured alone on the default run's Lambda batch, 84 CPU-s became 59 (the whole run: see the
-README). A long run on a large workload may want the optimising compiler back:
-`LK_SPARK_DRIVER_JAVA_OPTIONS=-XX:TieredStopAtLevel=4`."""
+measured alone on the default run's Lambda batch, 76-93 CPU-s became 57-62 over two runs each
+(the whole run: see the README). A long run on a large workload may want the optimising
+compiler back: `LK_SPARK_DRIVER_JAVA_OPTIONS=-XX:TieredStopAtLevel=4`."""
 ROOT = Path(__file__).resolve().parent.parent
 RUN_PREFIX: Final = "cmp-"
 """Every run's namespace starts so: the chart grants its comparison Job the buckets

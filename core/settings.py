@@ -100,8 +100,8 @@ class Settings(BaseSettings):
     spark_driver_memory: str = "2g"
     # Connector jars (Kafka source, s3a, Delta); an image sets this to the jars it bakes in.
     spark_jars_dir: Path | None = None
-    # Extra options of the Spark driver's JVM (`spark.driver.extraJavaOptions`). The comparison
-    # gives its short-lived JVMs `comparison.live.QUICK_JIT` when this is empty.
+    # Extra options of the Spark driver's JVM (`spark.driver.extraJavaOptions`). A comparison
+    # run gives its short-lived JVMs the quick JIT compiler alone when this is empty.
     spark_driver_java_options: str = ""
 
     # Stream processing.
