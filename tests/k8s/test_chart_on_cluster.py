@@ -244,7 +244,9 @@ def _served(url: str, view: str, architecture: str) -> dict[str, Any]:
         return read_whole(client.get, view, architecture=architecture)
 
 
-def _wait_until_exact(url: str, architecture: str, oracle: OracleResult) -> dict[str, Any]:
+def _wait_until_exact(
+    kube: Kube, url: str, architecture: str, oracle: OracleResult
+) -> dict[str, Any]:
     """Poll the serving API until every view of `architecture` equals the oracle; the answers."""
     deadline = time.monotonic() + CONVERGE_TIMEOUT_S
     while True:
@@ -253,8 +255,40 @@ def _wait_until_exact(url: str, architecture: str, oracle: OracleResult) -> dict
             return answers
         if time.monotonic() > deadline:
             off = [v for v in VIEWS if answers[v]["rows"] != oracle.views[v]]
-            raise AssertionError(f"{architecture}: views still differ from the oracle: {off}")
+            why = "\n".join(_difference(v, answers[v], oracle.views[v]) for v in off)
+            raise AssertionError(
+                f"{architecture}: views still differ from the oracle: {off}\n{why}\n"
+                + _streams_state(kube)
+            )
         time.sleep(5)
+
+
+def _difference(view: str, answer: dict[str, Any], expected: list[dict[str, Any]]) -> str:
+    """How a served answer differs from the oracle's rows: its meta, the counts, a few rows."""
+    rows = answer["rows"]
+    extra = [r for r in rows if r not in expected][:3]
+    missing = [r for r in expected if r not in rows][:3]
+    return (
+        f"{view}: {len(rows)} rows served, {len(expected)} expected; meta {answer['meta']}\n"
+        f"  served, not expected: {extra}\n  expected, not served: {missing}"
+    )
+
+
+def _streams_state(kube: Kube) -> str:
+    """The release's pods with their restarts, and the last lines of each stream's log (of its
+    previous container too, when it restarted): what a failed wait for the views needs."""
+    lines = []
+    for pod in kube.items("pods", "-l", f"app.kubernetes.io/instance={RELEASE}"):
+        restarts = sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
+        lines.append(f"{pod['metadata']['name']}: {pod['status']['phase']}, {restarts} restarts")
+    for component in ("archiver", "speed-layer", "kappa-stream"):
+        selector = f"{COMPONENT}={component}"
+        for previous in ("--previous=false", "--previous=true"):
+            tail = kube.kubectl(
+                "logs", "-l", selector, "--all-containers", "--tail=30", previous, check=False
+            )
+            lines.append(f"-- {component} {previous}:\n{tail.strip()}")
+    return "\n".join(lines)
 
 
 def test_every_view_served_through_the_service_equals_the_oracle(
@@ -262,7 +296,7 @@ def test_every_view_served_through_the_service_equals_the_oracle(
 ) -> None:
     with kube.port_forward(SERVING, 8000) as url:
         for architecture in _architectures(release):
-            answers = _wait_until_exact(url, architecture, oracle)
+            answers = _wait_until_exact(kube, url, architecture, oracle)
             meta = answers["page_views"]["meta"]
             assert meta["architecture"] == architecture
             assert meta["quarantined"] == oracle.quarantined
@@ -278,8 +312,10 @@ def test_kappa_reprocess_clicked_in_the_ui_switches_readers_atomically(
     airflow.wait_for_dag(REPROCESS_DAG)
     airflow.unpause(REPROCESS_DAG)
     with kube.port_forward(SERVING, 8000) as url:
-        before = _served(url, "page_views", "kappa")["meta"]["view_version"]
+        # The live answer is exact first (the test before checks it only when it applies).
+        before = _wait_until_exact(kube, url, "kappa", oracle)["page_views"]["meta"]["view_version"]
         seen: list[tuple[int, bool]] = []
+        last_inexact: list[dict[str, Any]] = []
         stop = threading.Event()
 
         def read_throughout() -> None:
@@ -288,6 +324,8 @@ def test_kappa_reprocess_clicked_in_the_ui_switches_readers_atomically(
                 body = _served(url, "page_views", "kappa")
                 exact = body["rows"] == oracle.views["page_views"]
                 seen.append((body["meta"]["view_version"], exact))
+                if not exact:
+                    last_inexact[:] = [body]
                 stop.wait(2)
 
         reader = threading.Thread(target=read_throughout, daemon=True)
@@ -301,9 +339,16 @@ def test_kappa_reprocess_clicked_in_the_ui_switches_readers_atomically(
         assert done["state"] == "success", airflow.task_states(REPROCESS_DAG, run["dag_run_id"])
         after = _served(url, "page_views", "kappa")["meta"]["view_version"]
         assert after == before + 1
-        assert all(exact for _, exact in seen), "a reader saw an incomplete answer"
+        inexact = [version for version, exact in seen if not exact]
+        assert not inexact, (
+            f"a reader saw an answer that is not the oracle's, of versions {inexact} "
+            f"(before {before}, after {after}, {len(seen)} reads)\n"
+            + _difference("page_views", last_inexact[0], oracle.views["page_views"])
+            + "\n"
+            + _streams_state(kube)
+        )
         assert {v for v, _ in seen} <= {before, after}
-        _wait_until_exact(url, "kappa", oracle)
+        _wait_until_exact(kube, url, "kappa", oracle)
 
 
 # -- the side-by-side comparison -----------------------------------------------------------------
