@@ -18,6 +18,7 @@ Run it as `python -m infra.images` (`make cluster-images`, `make cluster-load`).
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import time
@@ -63,6 +64,9 @@ PODMAN_BUILD_FLAGS = (
     "--pull=never",
     "--layers",
 )
+BUILD_LABEL = f"{PROJECT}.io/image"
+"""Set, to the component, on every image a build of ours commits, the intermediate stages'
+too: what tells the untagged stages builds leave (`prune_left_stages`) from other projects'."""
 
 Log = Callable[[str], None]
 
@@ -154,7 +158,8 @@ def build_plans(
 
 
 def podman_build_command(plan: BuildPlan, tag: str, *, context: Path = ROOT) -> list[str]:
-    cmd = ["podman", "build", *PODMAN_BUILD_FLAGS, "-f", str(plan.dockerfile)]
+    cmd = ["podman", "build", *PODMAN_BUILD_FLAGS, "--label", f"{BUILD_LABEL}={plan.component}"]
+    cmd += ["-f", str(plan.dockerfile)]
     for key, value in plan.build_args.items():
         cmd += ["--build-arg", f"{key}={value}"]
     for host, inside in plan.volumes:
@@ -272,6 +277,7 @@ def build_all(
         item = Built(ref, time.monotonic() - t0, _image_size(ref))
         built.append(item)
         log(f"  {component}: {ref} in {item.seconds:.0f} s, {item.size_bytes / 1e6:.0f} MB")
+        prune_left_stages(component, log=log)
     log(f"images: {len(built)} built in {time.monotonic() - started:.0f} s")
     prune_other_tags(tag, log=log)
     return built
@@ -293,6 +299,31 @@ def prune_other_tags(tag: str, *, log: Log = print) -> list[str]:
         # Their parent layers go with them when no image of this tag shares them.
         subprocess.run(["podman", "rmi", "--force", *stale], capture_output=True, check=False)
         log(f"images: removed {len(stale)} image(s) of older tags")
+    return stale
+
+
+def left_stages(component: str) -> list[str]:
+    """The untagged images our builds of `component` left, newest first: a multi-stage build
+    commits its last stage but one (the app's `build`: Maven, the project, the jars) as an
+    image that nothing tags or uses."""
+    listed = subprocess.run(
+        ["podman", "images", "--no-trunc", "--filter", "dangling=true",
+         "--filter", f"label={BUILD_LABEL}={component}", "--format", "json"],
+        capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    images = json.loads(listed or "[]")
+    return [i["Id"] for i in sorted(images, key=lambda i: i["Created"], reverse=True)]
+
+
+def prune_left_stages(component: str, *, log: Log = print) -> list[str]:
+    """Remove the stages earlier builds of `component` left (about 1 GB each, one per build),
+    with the untagged parents only they used. The newest stays: this build's own, whose
+    parents (the app's `deps` stage) are the layer cache the next build reuses while uv.lock
+    stays the same; removing it would remove them."""
+    stale = left_stages(component)[1:]
+    if stale:
+        subprocess.run(["podman", "rmi", "--ignore", *stale], capture_output=True, check=False)
+        log(f"images: removed {len(stale)} stage(s) that earlier {component} builds left")
     return stale
 
 
@@ -321,14 +352,15 @@ def load_into_containerd(
     ctr = ["ctr", "--address", str(socket), "-n", namespace]
     requested = list(images)
     tags = {ref.rpartition(":")[2] for ref in requested}
+    to_import = requested
     if skip_present:
         present = set(_names_in_containerd(ctr))
         for ref in images:
             if ref in present:
                 log(f"  {ref}: already in containerd")
-        images = [ref for ref in images if ref not in present]
-    if images:
-        _import(ctr, images, log)
+        to_import = [ref for ref in requested if ref not in present]
+    if to_import:
+        _import(ctr, to_import, log)
     if len(tags) == 1 and all(ref.startswith(f"{REGISTRY}/{PROJECT}/") for ref in requested):
         # One build of the project's images: its other tags can go.
         prune_other_tags_in_containerd(ctr, tags.pop(), log=log)

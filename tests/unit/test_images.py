@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -209,6 +210,41 @@ def test_a_build_should_leave_only_its_own_tag_of_the_project_s_images(
     removed = images.prune_other_tags("new", log=lambda _: None)
     assert removed == ["docker.io/lambda-kappa/app:old", "docker.io/lambda-kappa/airflow:old"]
     assert calls[-1] == ["podman", "rmi", "--force", *removed]
+
+
+def test_a_build_should_remove_the_stages_earlier_builds_left_but_not_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Untagged images with the label of the component's builds, but the newest: this build's
+    own, whose parents are the layer cache the next build reuses."""
+    left = [
+        {"Id": "sha256:old", "Created": 100},
+        {"Id": "sha256:newest", "Created": 300},
+        {"Id": "sha256:older", "Created": 50},
+    ]
+    calls: list[list[str]] = []
+
+    def run(cmd: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, json.dumps(left), "")
+
+    monkeypatch.setattr(images.subprocess, "run", run)
+    removed = images.prune_left_stages("app", log=lambda _: None)
+    assert removed == ["sha256:old", "sha256:older"]
+    assert calls[0][:2] == ["podman", "images"]
+    assert "dangling=true" in calls[0] and f"label={images.BUILD_LABEL}=app" in calls[0]
+    assert calls[-1] == ["podman", "rmi", "--ignore", *removed]
+    left[:] = left[1:2]
+    calls.clear()
+    assert images.prune_left_stages("app", log=lambda _: None) == []
+    assert len(calls) == 1  # listed, nothing removed
+
+
+def test_every_build_should_carry_its_component_s_label(tmp_path: Path) -> None:
+    plans = images.build_plans(_settings(tmp_path), "t1", base_ref="base:1", go_ref="go:1")
+    for component, plan in plans.items():
+        cmd = images.podman_build_command(plan, "t1")
+        assert cmd[cmd.index("--label") + 1] == f"{images.BUILD_LABEL}={component}"
 
 
 def test_loading_a_build_into_containerd_removes_the_project_s_other_tags_there(
