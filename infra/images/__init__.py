@@ -316,7 +316,7 @@ def left_stages(component: str) -> list[str]:
 
 
 def prune_left_stages(component: str, *, log: Log = print) -> list[str]:
-    """Remove the stages earlier builds of `component` left (about 1 GB each, one per build),
+    """Remove the stages earlier builds of `component` left (one per build: 0.7 GB of the app),
     with the untagged parents only they used. The newest stays: this build's own, whose
     parents (the app's `deps` stage) are the layer cache the next build reuses while uv.lock
     stays the same; removing it would remove them."""
