@@ -278,9 +278,16 @@ def _streams_state(kube: Kube) -> str:
     """The release's pods with their restarts, and the last lines of each stream's log (of its
     previous container too, when it restarted): what a failed wait for the views needs."""
     lines = []
+    for node in kube.items("nodes"):
+        # DiskPressure or MemoryPressure evicts pods: the disk is shared with the VM's others.
+        conditions = [c["type"] for c in node["status"]["conditions"] if c["status"] == "True"]
+        lines.append(f"node {node['metadata']['name']}: {conditions}")
     for pod in kube.items("pods", "-l", f"app.kubernetes.io/instance={RELEASE}"):
         restarts = sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
-        lines.append(f"{pod['metadata']['name']}: {pod['status']['phase']}, {restarts} restarts")
+        reason = pod["status"].get("reason", "")  # Evicted, with the pressure in its message
+        lines.append(
+            f"{pod['metadata']['name']}: {pod['status']['phase']} {reason}, {restarts} restarts"
+        )
     for component in ("archiver", "speed-layer", "kappa-stream"):
         selector = f"{COMPONENT}={component}"
         for previous in ("--previous=false", "--previous=true"):
