@@ -25,6 +25,13 @@ _STATE = "org.apache.spark.sql.execution.streaming.state"
 _CHECKPOINT_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 _DIRECT_CHECKPOINTS = "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"
 _OBJECT_STORES = ("s3a://",)
+_JVM_OPTIONS = (
+    # Whole-stage code generation compiles the event parsing (`core.ingestion`) into methods
+    # over HotSpot's 8,000-byte limit, which the JIT then leaves interpreted. Measured here on
+    # 1M events: the parse went from 82k to 152k events/s, and a stream's micro-batches (Kafka,
+    # parse, deduplication, to Arrow) from 32.8 to 23.0 s of Spark.
+    "-XX:-DontCompileHugeMethods",
+)
 
 
 class SparkJarsMissingError(RuntimeError):
@@ -42,10 +49,13 @@ def connector_jars(settings: Settings) -> list[str]:
 
 
 def spark_conf(settings: Settings) -> dict[str, str]:
-    """Spark configuration for the Kafka source, s3a on MinIO, and Delta (and the driver JVM's
-    options, `Settings.spark_driver_java_options`, when set)."""
+    """Spark configuration for the Kafka source, s3a on MinIO, and Delta, and the JVMs' options
+    (the driver's with `Settings.spark_driver_java_options` after them)."""
     classpath = ":".join(connector_jars(settings))
+    driver_options = " ".join((*_JVM_OPTIONS, settings.spark_driver_java_options)).strip()
     conf = {
+        "spark.driver.extraJavaOptions": driver_options,
+        "spark.executor.extraJavaOptions": " ".join(_JVM_OPTIONS),
         # On the JVM's own classpath rather than `spark.jars`: classes load once from the
         # application class loader instead of a per-task one (much faster with the AWS bundle).
         "spark.driver.extraClassPath": classpath,
@@ -83,11 +93,13 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # its RocksDB files to the checkpoint on MinIO: measured at 200 events a batch, the
         # JVM's CPU per micro-batch went from 1.21 s to 1.05 s.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        # Counting the store's rows costs a read before every write; nothing here uses the
+        # count (a query's `numRowsTotal`). Measured on the streams' deduplication of 1M events
+        # in micro-batches of 200k: 17% less time.
+        "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
         # A JSON object with a repeated key keeps its last value, as Python's json does.
         "spark.sql.variant.allowDuplicateKeys": "true",
     }
-    if settings.spark_driver_java_options:
-        conf["spark.driver.extraJavaOptions"] = settings.spark_driver_java_options
     return conf
 
 
