@@ -28,7 +28,7 @@ _OBJECT_STORES = ("s3a://",)
 _JVM_OPTIONS = (
     # Whole-stage code generation compiles the event parsing (`core.ingestion`) into methods
     # over HotSpot's 8,000-byte limit, which the JIT then leaves interpreted. Measured here on
-    # 1M events: the parse went from 82k to 152k events/s, and a stream's micro-batches (Kafka,
+    # 1M events: the parse went from 82k to 152k records/s, and a stream's micro-batches (Kafka,
     # parse, deduplication, to Arrow) from 32.8 to 23.0 s of Spark.
     "-XX:-DontCompileHugeMethods",
 )
