@@ -129,7 +129,7 @@ class KappaViews:
         while not wait_stopped(query, None if watch is None else 1.0):
             assert watch is not None
             watch(Run(_micro_batches(engine), _consumed(query)))
-        if (failure := engine.failure(query)) is not None:
+        if (failure := engine.finish(query)) is not None:
             raise KappaError(f"{kappa_stream(version.version)} failed: {failure}")
         return Run(_micro_batches(engine), _consumed(query))
 
@@ -162,6 +162,6 @@ class KappaViews:
                     current = versions.current(conn, KAPPA)
                 moved = current is not None and current.version != version.version
             query.stop()
-            failure = engine.failure(query)
+            failure = engine.finish(query)
             if not moved and not stopping.is_set() and failure is not None:
                 raise KappaError(f"{kappa_stream(version.version)} failed: {failure}")

@@ -121,6 +121,6 @@ class SpeedLayer:
         self.handoff()
         query = self.engine.start(available_now=True)
         wait_stopped(query)
-        if (failure := self.engine.failure(query)) is not None:
+        if (failure := self.engine.finish(query)) is not None:
             raise RuntimeError(f"speed layer failed: {failure}")
         self.handoff()

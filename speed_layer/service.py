@@ -46,5 +46,5 @@ def run(
             stopping.wait(poll_s)
     finally:
         query.stop()
-    if (failure := speed.engine.failure(query)) is not None:
+    if (failure := speed.engine.finish(query)) is not None:
         raise SpeedLayerError(f"speed layer failed: {failure}")

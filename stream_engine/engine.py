@@ -6,7 +6,9 @@ Structured Streaming) parses every record with the shared parsing and keeps the 
 occurrence of each event with Spark's own deduplication (``dropDuplicates`` on the event id,
 its keys in the RocksDB state store of the query's checkpoint): a keyed lookup per event, so a
 re-sent copy of an event is never seen again, whether that event was accepted or dropped as
-late. Each micro-batch reaches the driver as one Arrow table (one Spark job), then:
+late. Each micro-batch reaches the driver as one Arrow table (one Spark job), is written to the
+inbox (``stream_engine.inbox``) and handed to the merge thread; Spark then starts the next
+micro-batch while the merge thread, in batch order:
 
 1. sends invalid records to the stream's quarantine (with the reason);
 2. drops the events behind the event-time watermark (the greatest event time of the earlier
@@ -16,7 +18,11 @@ late. Each micro-batch reaches the driver as one Arrow table (one Spark job), th
    state of the keys they touch, on DuckDB, with the shared view definitions
    (``stream_engine.keyed_merge``, ``core.views.PARTIALS``);
 4. writes the changed view rows, the touched keys' state, the audit rows and its progress in
-   one transaction.
+   one transaction, then deletes the batch from the inbox.
+
+Spark may commit a batch in its checkpoint before the store does (at most two behind: one
+merging, one waiting): a restart first merges the inbox's batches after the store's last one.
+The store's progress says what readers see; `finish` waits for the merges after a query stops.
 
 The work of a micro-batch follows its new input: nothing scans the history.
 """
@@ -34,6 +40,7 @@ from core import ingestion
 from core.checkpoints import batch_offsets, checkpoint_id
 from core.events import profile_from_record
 from core.kafka_io import lost_records
+from core.object_store import object_store
 from core.settings import Settings
 from core.spark import start_checkpointed
 from core.store import realtime
@@ -45,7 +52,9 @@ from core.views import tables
 from core.views.query import Query
 from stream_engine import accepted_log
 from stream_engine.accepted_log import AcceptedLog
+from stream_engine.inbox import Inbox, PendingBatch, inbox_root
 from stream_engine.keyed_merge import KeyedMerge, SessionSeeds
+from stream_engine.merge_thread import MergeThread
 
 if TYPE_CHECKING:
     import psycopg
@@ -161,6 +170,9 @@ class StreamEngine:
         self.keyed = KeyedMerge(spec.stream, spec.session_seeds)
         self._query_id: str | None = None
         self._failure: Exception | None = None
+        self.inbox = Inbox(object_store(settings), inbox_root(spec.checkpoint))
+        self._merges: MergeThread[PendingBatch] | None = None
+        self._recovered = False
 
     # -- the query ------------------------------------------------------------------------
 
@@ -182,6 +194,10 @@ class StreamEngine:
         writer = deduplicated.writeStream.queryName(self.spec.stream).foreachBatch(
             self.process_batch
         )
+        if self._merges is not None:
+            self._merges.finish()  # a query started before: its merges are done first
+        self._merges = MergeThread(self._merge, f"{self.spec.stream}-merge")
+        self._recovered = False
         if available_now:
             writer = writer.trigger(availableNow=True)
         else:
@@ -196,9 +212,13 @@ class StreamEngine:
             self._query_id = checkpoint_id(self.spark, self.spec.checkpoint)
         return self._query_id
 
-    def failure(self, query: StreamingQuery) -> str | None:
-        """Why `query` stopped, None if it did not fail: the micro-batch's own error when it
-        raised one (a sentence, not Spark's wrapping of a Python traceback), else Spark's."""
+    def finish(self, query: StreamingQuery) -> str | None:
+        """Once `query` has stopped: wait until the micro-batches it handed over are merged
+        and committed, then why the stream stopped, None if it did not fail: the micro-batch's
+        own error when it raised one (a sentence, not Spark's wrapping of a Python
+        traceback), else Spark's."""
+        if self._merges is not None and (failed := self._merges.finish()) is not None:
+            return str(failed)
         if query.exception() is None:
             return None
         return str(self._failure) if self._failure is not None else str(query.exception())
@@ -211,28 +231,80 @@ class StreamEngine:
             raise
 
     def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
+        """Spark's side of a micro-batch, in the query's thread: its one Spark job (parse and
+        deduplication) into the inbox, then handed to the merge. Spark commits the batch when
+        this returns, possibly before the merge has: the inbox holds it meanwhile."""
+        with connect(self.settings) as conn:
+            if not self.spec.writable(conn):
+                raise StreamRetiredError(f"{self.spec.stream} is retired; its job stops here")
+            progress = realtime.claim(
+                realtime.load_progress(conn, self.spec.stream), self._checkpoint_id()
+            )
+        if batch_id <= progress.last_batch_id:
+            # Committed here before a crash, not yet in Spark's commit log: nothing to
+            # write, but the plan must still run to the end so that its deduplication
+            # state commits this batch (Spark refuses a batch whose state stores did not).
+            batch.write.format("noop").mode("overwrite").save()
+            self.outcomes.append(BatchOutcome(batch_id, skipped=True))
+            return
+        merges = self._merges
+        assert merges is not None, "a micro-batch runs only in a started query"
+        if not self._recovered:
+            self._recover(merges, progress, batch_id)
+        checkpoint = self.spec.checkpoint
+        start = {**progress.offsets, **batch_offsets(self.spark, checkpoint, batch_id - 1)}
+        lost = lost_records(self.settings, self.settings.events_topic, start)
+        if lost is not None:
+            raise DataLossError(f"{self.spec.stream}: {lost}")
+        end = batch_offsets(self.spark, checkpoint, batch_id)
+        pending = PendingBatch(batch_id, self._collect(batch), end)
+        self.inbox.put(pending, self._checkpoint_id())
+        merges.hand(pending)
+
+    def _recover(
+        self, merges: MergeThread[PendingBatch], progress: StreamProgress, batch_id: int
+    ) -> None:
+        """At a start, before batch `batch_id`: hand over the inbox's batches that Spark
+        committed and the store did not (a crash came between), in order; drop the rest (the
+        store has them, or Spark runs them again)."""
+        self._recovered = True
+        query = self._checkpoint_id()
+        found = {}
+        for number in self.inbox.batch_ids():
+            if progress.last_batch_id < number < batch_id:
+                pending, written_by = self.inbox.get(number)
+                if written_by == query:
+                    found[number] = pending
+                    continue
+            self.inbox.remove(number)
+        missing = [n for n in range(progress.last_batch_id + 1, batch_id) if n not in found]
+        if missing and progress.checkpoint_id == query:
+            raise DataLossError(
+                f"{self.spec.stream}: micro-batches {missing[0]} to {missing[-1]} are in the "
+                "checkpoint but neither in the serving store nor in the inbox"
+            )
+        for number in sorted(found):
+            merges.hand(found[number])
+
+    def _merge(self, pending: PendingBatch) -> None:
+        """The driver's side of a micro-batch, in the merge thread, in batch order: the
+        records into keyed state and real-time views, committed in one transaction."""
+        batch_id = pending.batch_id
         with connect(self.settings) as conn, stream_lock(conn, self.spec.stream):
             if not self.spec.writable(conn):
                 raise StreamRetiredError(f"{self.spec.stream} is retired; its job stops here")
             progress = realtime.claim(
                 realtime.load_progress(conn, self.spec.stream), self._checkpoint_id()
             )
-            if batch_id <= progress.last_batch_id:
-                # Committed here before a crash, not yet in Spark's commit log: nothing to
-                # write, but the plan must still run to the end so that its deduplication
-                # state commits this batch (Spark refuses a batch whose state stores did not).
-                batch.write.format("noop").mode("overwrite").save()
+            if batch_id <= progress.last_batch_id:  # committed before a crash
                 self.outcomes.append(BatchOutcome(batch_id, skipped=True))
-                return
-            lost = lost_records(self.settings, self.settings.events_topic, progress.offsets)
-            if lost is not None:
-                raise DataLossError(f"{self.spec.stream}: {lost}")
-            end = batch_offsets(self.spark, self.spec.checkpoint, batch_id)
-            records = self._collect(batch)  # the one Spark job: parse and deduplication
-            outcome, changes, writes = self._compute(conn, records, batch_id, progress)
-            progress.offsets = {**progress.offsets, **end}
-            realtime.commit_batch(conn, progress, batch_id, changes, writes)
-            self.outcomes.append(outcome)
+            else:
+                records = self._split(pending.records)
+                outcome, changes, writes = self._compute(conn, records, batch_id, progress)
+                progress.offsets = {**progress.offsets, **pending.end}
+                realtime.commit_batch(conn, progress, batch_id, changes, writes)
+                self.outcomes.append(outcome)
+        self.inbox.remove(batch_id)
 
     def _narrowed(self, parsed: DataFrame) -> DataFrame:
         """What the micro-batch keeps of each parsed record, before the deduplication's
@@ -252,11 +324,12 @@ class StreamEngine:
             F.when(is_profile, F.col("timestamp")).alias("timestamp"),
         )
 
-    def _collect(self, batch: DataFrame) -> MicroBatch:
+    def _collect(self, batch: DataFrame) -> pa.Table:
         """The micro-batch on the driver, as Arrow (``_narrowed``'s columns)."""
-        records = batch.drop(ingestion.STREAM_DEDUP_KEY).toArrow()
-        settings = self.settings
-        return split(records, settings.events_topic, settings.profiles_topic)
+        return batch.drop(ingestion.STREAM_DEDUP_KEY).toArrow()
+
+    def _split(self, records: pa.Table) -> MicroBatch:
+        return split(records, self.settings.events_topic, self.settings.profiles_topic)
 
     def _compute(
         self,

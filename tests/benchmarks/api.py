@@ -267,10 +267,9 @@ def run(
     )
     api = query = None
     figures: dict[str, Any] = {"workload_lines": workload["lines"]}
+    engine = SpeedLayer(spark, settings).engine
     try:
-        query = SpeedLayer(spark, settings).engine.start(
-            available_now=False, trigger_seconds=config.trigger_s
-        )
+        query = engine.start(available_now=False, trigger_seconds=config.trigger_s)
         deadline = time.monotonic() + config.warmup_timeout_s
         while _rows(settings, LAMBDA_SPEED) < 1_000:  # the backlog is in: pages to read
             if query.exception() is not None:
@@ -300,7 +299,7 @@ def run(
         if query is not None and query.isActive:
             from tests.benchmarks.phases import PhaseTimer
 
-            _stop_between_batches(query, PhaseTimer())
+            _stop_between_batches(query, PhaseTimer(), engine)
     figures["ingest_rate"] = config.ingest_rate
     return figures
 

@@ -4,10 +4,11 @@ The bench does not change the stream engine (`stream_engine.engine`). While a me
 `PhaseTimer` wraps the engine's steps and some of the calls inside them with timers
 (class and module attributes, put back on exit):
 
-- the engine's steps: the micro-batch's one Spark job (Kafka, the parse, the deduplication,
-  the records to Arrow on the driver), the accepted log's appends (Lambda), the merge of
-  the additive views' partial aggregates into keyed state, the session merge (both on
-  DuckDB), and the commit to the serving store.
+- the engine's steps: on Spark's side of a micro-batch, its one Spark job (Kafka, the parse,
+  the deduplication, the records to Arrow on the driver) and the write to the inbox; in the
+  merge thread, the accepted log's appends (Lambda), the merge of the additive views'
+  partial aggregates into keyed state, the session merge (both on DuckDB), and the commit
+  to the serving store.
 
 A call inside one of the steps counts in that step only (some are also shown on their own: the
 DuckDB queries, the state lookups, the partial rows' JSON, the lookup of the users' sessions).
@@ -31,15 +32,20 @@ from core.store import state as stream_state
 from stream_engine import keyed_merge, state_rows
 from stream_engine.accepted_log import AcceptedLog
 from stream_engine.engine import StreamEngine
+from stream_engine.inbox import Inbox
 from stream_engine.keyed_merge import KeyedMerge
 
-BATCH = "micro-batch"
+_SIDES: dict[str, tuple[Any, str]] = {
+    "micro-batch, Spark's side": (StreamEngine, "process_batch"),
+    "micro-batch, the merge": (StreamEngine, "_merge"),
+}
 # Label -> (owner whose attribute is wrapped, attribute).
 _STEPS: dict[str, tuple[Any, str]] = {
     "the micro-batch to the driver (Spark: Kafka, parse, dedup, to Arrow)": (
         StreamEngine,
         "_collect",
     ),
+    "the micro-batch into the inbox (Arrow IPC on MinIO)": (Inbox, "put"),
     "accepted log appends (Lambda, Parquet on MinIO)": (AcceptedLog, "append"),
     "additive views (DuckDB): partial, merge, delta, totals": (KeyedMerge, "_additive"),
     "sessions merge (DuckDB)": (KeyedMerge, "_sessions"),
@@ -133,20 +139,28 @@ class BatchTiming:
 
 
 class PhaseTimer:
-    """Per-micro-batch timings of every `StreamEngine` while `installed()` is open."""
+    """Per-micro-batch timings of every `StreamEngine` while `installed()` is open.
+
+    A micro-batch runs in two threads: Spark's side (`process_batch`, the query's thread) and
+    the merge (`_merge`, the merge thread), which overlap with the neighbouring batches'. Its
+    seconds are the two sides' added up: its work, not the wall time between batches."""
 
     installed_now: ClassVar[set[PhaseTimer]] = set()
 
     def __init__(self) -> None:
-        self.batches: list[BatchTiming] = []
-        self._current: dict[str, float] = {}
+        self._timings: dict[int, BatchTiming] = {}
         self._lock = threading.Lock()
-        self._local = threading.local()  # each thread's stack of wrapped calls in flight
-        self._batch_thread: int | None = None  # the thread running a micro-batch's Python
+        self._local = threading.local()  # each thread's wrapped calls in flight and phases
+        self._busy_threads: set[int] = set()  # the threads running a side of a micro-batch
+
+    @property
+    def batches(self) -> list[BatchTiming]:
+        with self._lock:
+            return [self._timings[b] for b in sorted(self._timings)]
 
     @contextmanager
     def installed(self) -> Iterator[PhaseTimer]:
-        targets = {BATCH: (StreamEngine, "process_batch"), **_STEPS, **_CALLS, **_DETAILS}
+        targets = {**_SIDES, **_STEPS, **_CALLS, **_DETAILS}
         PhaseTimer.installed_now.add(self)
         try:
             with wrapped(targets, self._exit, self._enter):
@@ -170,48 +184,52 @@ class PhaseTimer:
         stack = self._stack()
         parent = stack[-1] if stack else None
         stack.append(label)
-        if label == BATCH:
-            self._batch_thread = threading.get_ident()
+        if label in _SIDES:
+            self._local.phases = {}
+            with self._lock:
+                self._busy_threads.add(threading.get_ident())
         return parent
 
     def interrupt(self) -> bool:
-        """Raise `BenchInterrupt` in the micro-batch's Python code running now, if any.
+        """Raise `BenchInterrupt` in the micro-batches' Python code running now, if any.
 
         Stopping a query waits for its micro-batch, and a micro-batch busy in Python (the
         session merge can be, for minutes) does not notice Spark's interruption: this makes it
         fail at its next Python instruction instead, so a time budget holds."""
-        thread = self._batch_thread
-        if thread is None:
-            return False
+        with self._lock:
+            threads = list(self._busy_threads)
         set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
-        return bool(set_async_exc(ctypes.c_ulong(thread), ctypes.py_object(BenchInterrupt)))
+        hits = [set_async_exc(ctypes.c_ulong(t), ctypes.py_object(BenchInterrupt)) for t in threads]
+        return any(hits)
 
     def _exit(self, label: str, seconds: float, args: tuple[Any, ...], parent: Any) -> None:
         self._stack().pop()
-        if label != BATCH:
-            # What the micro-batch calls itself; a call nested in a step is part of that step
-            # (a detail is shown on its own as well).
-            if parent == BATCH or label in _DETAILS:
-                with self._lock:
-                    self._current[label] = self._current.get(label, 0.0) + seconds
+        phases: dict[str, float] = getattr(self._local, "phases", {})
+        if label not in _SIDES:
+            # What a side calls itself; a call nested in a step is part of that step (a
+            # detail is shown on its own as well).
+            if parent in _SIDES or label in _DETAILS:
+                phases[label] = phases.get(label, 0.0) + seconds
             return
-        self._batch_thread = None
-        with self._lock:
-            phases, self._current = self._current, {}
-        engine, _raw, batch_id = args
+        self._local.phases = {}
+        engine, batch_id = args[0], _batch_id(args)
         direct = sum(v for k, v in phases.items() if k not in _DETAILS)
         phases[OTHER] = max(0.0, seconds - direct)
-        timing = BatchTiming(int(batch_id), seconds, phases)
         outcome = next((o for o in reversed(engine.outcomes) if o.batch_id == batch_id), None)
-        if outcome is not None:
-            timing.new_events, timing.late, timing.invalid = (
-                outcome.new_events,
-                outcome.late,
-                outcome.invalid,
-            )
-            timing.keys = dict(outcome.keys)
-            timing.skipped, timing.completed = outcome.skipped, True
-        self.batches.append(timing)
+        with self._lock:
+            self._busy_threads.discard(threading.get_ident())
+            timing = self._timings.setdefault(batch_id, BatchTiming(batch_id, 0.0))
+            timing.seconds += seconds
+            for phase, spent in phases.items():
+                timing.phases[phase] = timing.phases.get(phase, 0.0) + spent
+            if outcome is not None:
+                timing.new_events, timing.late, timing.invalid = (
+                    outcome.new_events,
+                    outcome.late,
+                    outcome.invalid,
+                )
+                timing.keys = dict(outcome.keys)
+                timing.skipped, timing.completed = outcome.skipped, True
 
     def summary(self) -> dict[str, Any]:
         """Totals per phase over the micro-batches that did work, largest first, with shares."""
@@ -254,6 +272,12 @@ class PhaseTimer:
                 for phase, seconds in ranked
             ],
         }
+
+
+def _batch_id(args: tuple[Any, ...]) -> int:
+    """The batch id of a side's call: ``process_batch(engine, batch, batch_id)`` or
+    ``_merge(engine, pending)``."""
+    return int(args[2]) if len(args) > 2 else int(args[1].batch_id)
 
 
 def phase_lines(summary: dict[str, Any], top: int = 8) -> list[str]:

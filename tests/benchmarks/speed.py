@@ -44,6 +44,7 @@ from tests.serving_pages import read_whole
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from stream_engine.engine import StreamEngine
     from tests.benchmarks.rss import RssSampler
 
 # --- the serving API and the freshness probe ----------------------------------------------
@@ -176,10 +177,13 @@ class SpeedConfig:
     warmup_timeout_s: float = 300.0  # the first (empty) micro-batch creates the state tables
 
 
-def _stop_between_batches(query: Any, timer: PhaseTimer, wait_s: float = 120.0) -> None:
+def _stop_between_batches(
+    query: Any, timer: PhaseTimer, engine: StreamEngine, wait_s: float = 120.0
+) -> None:
     """Stop when no micro-batch is running, if one ends within `wait_s`: stopping mid-batch
     interrupts its Delta writes, and Spark then logs a long, harmless error. Past that, the
-    micro-batch is interrupted (it may be busy in Python, where a stop does not reach)."""
+    micro-batch is interrupted (it may be busy in Python, where a stop does not reach). Then
+    wait for the merges of the micro-batches Spark handed over."""
     deadline = time.monotonic() + wait_s
     while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -189,6 +193,7 @@ def _stop_between_batches(query: Any, timer: PhaseTimer, wait_s: float = 120.0) 
     if stopping.is_alive():
         timer.interrupt()
         stopping.join(timeout=60)
+    engine.finish(query)
 
 
 def run(
@@ -256,12 +261,13 @@ def run(
             while probe.unseen() and time.monotonic() < grace_until and query.isActive:
                 time.sleep(1)
             drained_at = time.time()
-            _stop_between_batches(query, timer)
+            _stop_between_batches(query, timer, speed.engine)
     finally:
         stop.set()
         probe.stopping.set()
         if query is not None and query.isActive:
             query.stop()
+            speed.engine.finish(query)
         if producer.is_alive():
             producer.join(timeout=30)
         sampler.forget(producer_group)

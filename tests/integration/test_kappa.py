@@ -36,9 +36,11 @@ from core.store import realtime, versions
 from core.store import state as stream_state
 from core.store.connection import connect
 from core.store.streams import kappa_stream
-from kappa.job import KAPPA, KappaViews
+from kappa.job import KAPPA, KappaError, KappaViews
 from kappa.reprocess import ReplayPosition, Reprocess
 from serving.main import create_app
+from stream_engine.engine import StreamEngine
+from stream_engine.inbox import PendingBatch
 from tests.conftest import ROOT
 from tests.integration.helpers import isolated_settings, settings_env
 from tests.serving_pages import read_whole
@@ -174,3 +176,65 @@ def test_reprocess_killed_mid_replay_then_rerun_reaches_the_same_state(kappa, sp
     for view in VIEW_NAMES:
         assert served[view]["rows"] == expected.views[view], view
     assert served["page_views"]["meta"]["late_dropped"] == len(late_ids)
+
+
+def test_batches_spark_committed_before_the_store_are_merged_from_the_inbox_at_a_restart(
+    kappa, spark, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The merge of a micro-batch fails after Spark committed the batch in its checkpoint (the
+    micro-batch function had handed it over): the next start merges it from the inbox, and
+    the views end exact, nothing lost or counted twice."""
+    settings: Settings = kappa["settings"].model_copy(
+        update={"stream_max_offsets_per_trigger": 400}  # three micro-batches of the lines below
+    )
+    views = KappaViews(spark, settings)
+    version = views.active()
+    stream = kappa_stream(version.version)
+    with connect(settings) as conn:
+        before = realtime.load_progress(conn, stream)
+    assert before.watermark_ms is not None
+    start = before.watermark_ms + 60_000
+    lines = [
+        {
+            "event_id": f"inbox-{i}",
+            "type": "page_view",
+            "user_id": f"u-inbox-{i % 7}",
+            "page": "/inbox",
+            "device_ts": start + i * 100,
+            "sent_ts": start + i * 100,
+            "received_ts": start + i * 100,
+        }
+        for i in range(1000)
+    ]
+    new = kappa["folder"] / "inbox.jsonl"
+    new.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    produce_file(settings, new, settings.events_topic)
+
+    merges: list[int] = []
+    merge = StreamEngine._merge
+
+    def failing_second_merge(engine: StreamEngine, pending: PendingBatch) -> None:
+        merges.append(pending.batch_id)
+        if len(merges) == 2:
+            raise RuntimeError("injected: the driver died in this merge")
+        merge(engine, pending)
+
+    monkeypatch.setattr(StreamEngine, "_merge", failing_second_merge)
+    with pytest.raises(KappaError, match="injected"):
+        views.run_available_now(version)
+    monkeypatch.undo()
+    with connect(settings) as conn:
+        assert realtime.load_progress(conn, stream).last_batch_id == merges[0]
+    inbox = views.engine(version).inbox
+    assert merges[1] in inbox.batch_ids(), "Spark committed it: only the inbox holds it now"
+
+    views.run_available_now(version)
+    assert inbox.batch_ids() == []
+    late_ids = _late_ids(spark, settings, version.version, "1")
+    everything = kappa["folder"] / "extra-and-inbox.jsonl"
+    everything.write_text(kappa["extra"].read_text() + new.read_text())
+    expected = _oracle(kappa, late_ids, "1", everything)
+    served = _served(settings)
+    for view in VIEW_NAMES:
+        assert served[view]["rows"] == expected.views[view], view
+    assert sum(r["count"] for r in served["page_views"]["rows"] if r["page"] == "/inbox") == 1000

@@ -10,7 +10,12 @@ from tests.benchmarks import phases
 
 @pytest.mark.parametrize(
     ("label", "target"),
-    [*phases._STEPS.items(), *phases._CALLS.items(), *phases._DETAILS.items()],
+    [
+        *phases._SIDES.items(),
+        *phases._STEPS.items(),
+        *phases._CALLS.items(),
+        *phases._DETAILS.items(),
+    ],
 )
 def test_every_timed_attribute_should_exist(label: str, target: tuple[object, str]) -> None:
     owner, name = target
