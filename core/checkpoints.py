@@ -31,15 +31,25 @@ class CheckpointError(RuntimeError):
     """A checkpoint cannot be read, or does not belong to the progress recorded beside it."""
 
 
+def _jvm(spark: SparkSession) -> Any:
+    jvm = spark._jvm
+    assert jvm is not None, "a classic Spark session: its driver's JVM"
+    return jvm
+
+
+def _hadoop_path(spark: SparkSession, uri: str) -> tuple[Any, Any]:
+    """`uri` as a Hadoop path, and its file system (with the session's credentials)."""
+    path = _jvm(spark).org.apache.hadoop.fs.Path(uri)
+    return path, path.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+
+
 def _read_text(spark: SparkSession, uri: str) -> str | None:
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    path = jvm.org.apache.hadoop.fs.Path(uri)
-    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    path, fs = _hadoop_path(spark, uri)
     if not fs.exists(path):
         return None
     stream = fs.open(path)
     try:
-        data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+        data = _jvm(spark).org.apache.commons.io.IOUtils.toByteArray(stream)
     finally:
         stream.close()
     return bytes(data).decode("utf-8")
@@ -58,6 +68,16 @@ def batch_offsets(spark: SparkSession, checkpoint: str, batch_id: int) -> Offset
     (empty when the checkpoint has no such batch)."""
     text = _read_text(spark, f"{checkpoint}/offsets/{batch_id}")
     return {} if text is None else parse_offset_log(text)
+
+
+def last_committed(spark: SparkSession, checkpoint: str) -> int | None:
+    """The greatest batch id in `checkpoint`'s commit log (`<checkpoint>/commits/<batch id>`,
+    written when a batch's sink returned): None when no batch is committed."""
+    path, fs = _hadoop_path(spark, f"{checkpoint}/commits")
+    if not fs.exists(path):
+        return None
+    names = (status.getPath().getName() for status in fs.listStatus(path))
+    return max((int(name) for name in names if name.isdigit()), default=None)
 
 
 def parse_offset_log(text: str) -> Offsets:

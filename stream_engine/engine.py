@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core import ingestion
-from core.checkpoints import batch_offsets, checkpoint_id
+from core.checkpoints import batch_offsets, checkpoint_id, last_committed
 from core.events import profile_from_record
 from core.kafka_io import lost_records
 from core.object_store import object_store
@@ -172,7 +172,6 @@ class StreamEngine:
         self._failure: Exception | None = None
         self.inbox = Inbox(object_store(settings), inbox_root(spec.checkpoint))
         self._merges: MergeThread[PendingBatch] | None = None
-        self._recovered = False
 
     # -- the query ------------------------------------------------------------------------
 
@@ -197,7 +196,7 @@ class StreamEngine:
         if self._merges is not None:
             self._merges.finish()  # a query started before: its merges are done first
         self._merges = MergeThread(self._merge, f"{self.spec.stream}-merge")
-        self._recovered = False
+        self._recover(self._merges)
         if available_now:
             writer = writer.trigger(availableNow=True)
         else:
@@ -249,8 +248,6 @@ class StreamEngine:
             return
         merges = self._merges
         assert merges is not None, "a micro-batch runs only in a started query"
-        if not self._recovered:
-            self._recover(merges, progress, batch_id)
         checkpoint = self.spec.checkpoint
         start = {**progress.offsets, **batch_offsets(self.spark, checkpoint, batch_id - 1)}
         lost = lost_records(self.settings, self.settings.events_topic, start)
@@ -261,27 +258,35 @@ class StreamEngine:
         self.inbox.put(pending, self._checkpoint_id())
         merges.hand(pending)
 
-    def _recover(
-        self, merges: MergeThread[PendingBatch], progress: StreamProgress, batch_id: int
-    ) -> None:
-        """At a start, before batch `batch_id`: hand over the inbox's batches that Spark
-        committed and the store did not (a crash came between), in order; drop the rest (the
-        store has them, or Spark runs them again)."""
-        self._recovered = True
+    def _recover(self, merges: MergeThread[PendingBatch]) -> None:
+        """Before the query starts: hand over the inbox's batches that Spark committed and the
+        store did not (a crash came between), in order; drop the rest (the store has them,
+        or Spark runs them again)."""
+        numbers = self.inbox.batch_ids()
+        committed = last_committed(self.spark, self.spec.checkpoint)
+        if committed is None:  # a new checkpoint, or nothing committed: Spark reruns it all
+            for number in numbers:
+                self.inbox.remove(number)
+            return
         query = self._checkpoint_id()
+        with connect(self.settings) as conn:
+            progress = realtime.load_progress(conn, self.spec.stream)
+        if progress.checkpoint_id not in (None, query):
+            return  # another checkpoint's progress: the first micro-batch refuses it (`claim`)
+        last = progress.last_batch_id
         found = {}
-        for number in self.inbox.batch_ids():
-            if progress.last_batch_id < number < batch_id:
+        for number in numbers:
+            if last < number <= committed:
                 pending, written_by = self.inbox.get(number)
                 if written_by == query:
                     found[number] = pending
                     continue
             self.inbox.remove(number)
-        missing = [n for n in range(progress.last_batch_id + 1, batch_id) if n not in found]
+        missing = [n for n in range(last + 1, committed + 1) if n not in found]
         if missing and progress.checkpoint_id == query:
             raise DataLossError(
-                f"{self.spec.stream}: micro-batches {missing[0]} to {missing[-1]} are in the "
-                "checkpoint but neither in the serving store nor in the inbox"
+                f"{self.spec.stream}: micro-batches {missing[0]} to {missing[-1]} are committed "
+                "in the checkpoint but neither in the serving store nor in the inbox"
             )
         for number in sorted(found):
             merges.hand(found[number])
