@@ -56,6 +56,7 @@ def inbox_root(checkpoint: str) -> str:
 class Inbox:
     filesystem: fs.FileSystem
     root: str
+    """``<bucket>/<stream>/inbox``, inside the query's checkpoint folder (``inbox_root``)."""
 
     def _path(self, batch_id: int) -> str:
         return f"{self.root}/{batch_id:012d}.arrow"
