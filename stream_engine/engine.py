@@ -229,16 +229,20 @@ class StreamEngine:
             self._failure = exc
             raise
 
+    def _progress(self, conn: psycopg.Connection) -> StreamProgress:
+        """The stream's progress in the store, claimed for this query's checkpoint; refused
+        once the stream's output is retired. Both sides of a micro-batch ask: Spark's side so
+        as not to run a batch for nothing, the merge because it is the one that writes."""
+        if not self.spec.writable(conn):
+            raise StreamRetiredError(f"{self.spec.stream} is retired; its job stops here")
+        return realtime.claim(realtime.load_progress(conn, self.spec.stream), self._checkpoint_id())
+
     def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
         """Spark's side of a micro-batch, in the query's thread: its one Spark job (parse and
         deduplication) into the inbox, then handed to the merge. Spark commits the batch when
         this returns, possibly before the merge has: the inbox holds it meanwhile."""
         with connect(self.settings) as conn:
-            if not self.spec.writable(conn):
-                raise StreamRetiredError(f"{self.spec.stream} is retired; its job stops here")
-            progress = realtime.claim(
-                realtime.load_progress(conn, self.spec.stream), self._checkpoint_id()
-            )
+            progress = self._progress(conn)
         if batch_id <= progress.last_batch_id:
             # Committed here before a crash, not yet in Spark's commit log: nothing to
             # write, but the plan must still run to the end so that its deduplication
@@ -296,15 +300,13 @@ class StreamEngine:
         records into keyed state and real-time views, committed in one transaction."""
         batch_id = pending.batch_id
         with connect(self.settings) as conn, stream_lock(conn, self.spec.stream):
-            if not self.spec.writable(conn):
-                raise StreamRetiredError(f"{self.spec.stream} is retired; its job stops here")
-            progress = realtime.claim(
-                realtime.load_progress(conn, self.spec.stream), self._checkpoint_id()
-            )
+            progress = self._progress(conn)
             if batch_id <= progress.last_batch_id:  # committed before a crash
                 self.outcomes.append(BatchOutcome(batch_id, skipped=True))
             else:
-                records = self._split(pending.records)
+                records = split(
+                    pending.records, self.settings.events_topic, self.settings.profiles_topic
+                )
                 outcome, changes, writes = self._compute(conn, records, batch_id, progress)
                 progress.offsets = {**progress.offsets, **pending.end}
                 realtime.commit_batch(conn, progress, batch_id, changes, writes)
@@ -332,9 +334,6 @@ class StreamEngine:
     def _collect(self, batch: DataFrame) -> pa.Table:
         """The micro-batch on the driver, as Arrow (``_narrowed``'s columns)."""
         return batch.drop(ingestion.STREAM_DEDUP_KEY).toArrow()
-
-    def _split(self, records: pa.Table) -> MicroBatch:
-        return split(records, self.settings.events_topic, self.settings.profiles_topic)
 
     def _compute(
         self,
