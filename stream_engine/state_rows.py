@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from core.times import to_ms
+from core.views.query import registered
 
 INTERVAL_COLUMNS = ("user_id", "session_start", "session_end", "events")
 _ROWS = "_state_rows"
@@ -61,16 +62,13 @@ def _objects(
     names = list(dict.fromkeys(c for group in columns for c in group))
     if not all(_spelled_alike(table.schema.field(c).type) for c in names):
         return [_python_objects(table, group) for group in columns]
-    con.register(_ROWS, table.select(names))
-    try:
-        packed = ", ".join(
-            f"to_json(struct_pack({', '.join(_quoted(c) for c in group)})) as j{i}"
-            for i, group in enumerate(columns)
-        )
+    packed = ", ".join(
+        f"to_json(struct_pack({', '.join(_quoted(c) for c in group)})) as j{i}"
+        for i, group in enumerate(columns)
+    )
+    with registered(con, **{_ROWS: table.select(names)}):
         # Row order is kept: DuckDB preserves insertion order when a query has no ORDER BY.
         encoded = con.sql(f"select {packed} from {_ROWS}").to_arrow_table()
-    finally:
-        con.unregister(_ROWS)
     results = []
     for i, group in enumerate(columns):
         column = encoded.column(f"j{i}")

@@ -23,8 +23,10 @@ timestamp); ``with_timestamps`` (Spark) and ``core.views.rows`` (Arrow) dress th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import ibis
 
@@ -87,18 +89,26 @@ def _inputs(query: Query, given: dict[str, T]) -> dict[str, T]:
 
 def on_spark(spark: SparkSession, query: Query, **frames: DataFrame) -> DataFrame:
     """The query over Spark DataFrames (lazy, as any DataFrame)."""
-    return spark.sql(query.spark_sql, **_inputs(query, frames))
+    # The frames are its keyword arguments; `args` (the query's parameters) is none.
+    return spark.sql(query.spark_sql, args=None, **_inputs(query, frames))
 
 
 def on_duckdb(con: duckdb.DuckDBPyConnection, query: Query, **tables: pa.Table) -> pa.Table:
     """The query over Arrow tables, run now in process."""
-    used = _inputs(query, tables)
-    for name, table in used.items():
+    with registered(con, **_inputs(query, tables)):
+        return con.sql(query.duckdb_sql).to_arrow_table().cast(query.arrow_schema)
+
+
+@contextmanager
+def registered(con: duckdb.DuckDBPyConnection, **tables: Any) -> Iterator[None]:
+    """Arrow tables (or datasets) readable by name in `con`'s SQL for the block's length: a
+    connection outlives many micro-batches, and a name left behind would pin its table."""
+    for name, table in tables.items():
         con.register(name, table)
     try:
-        return con.sql(query.duckdb_sql).to_arrow_table().cast(query.arrow_schema)
+        yield
     finally:
-        for name in used:
+        for name in tables:
             con.unregister(name)
 
 

@@ -27,7 +27,7 @@ from core.ingestion import PROFILE_COLUMNS
 from core.object_store import object_store
 from core.settings import Settings
 from core.views import PARTIALS, VIEW_INPUT_COLUMNS
-from core.views.query import on_duckdb
+from core.views.query import on_duckdb, registered
 
 if TYPE_CHECKING:
     import duckdb
@@ -76,10 +76,9 @@ def _dataset(settings: Settings, uris: list[str]) -> Any:
 
 
 def _load(con: duckdb.DuckDBPyConnection, name: str, dataset: Any, columns: tuple[str, ...]) -> int:
-    con.register(f"{name}_files", dataset)
     quoted = ", ".join(f'"{c}"' for c in columns)
-    con.execute(f"create table {name} as select {quoted} from {name}_files")
-    con.unregister(f"{name}_files")
+    with registered(con, **{f"{name}_files": dataset}):
+        con.execute(f"create table {name} as select {quoted} from {name}_files")
     # fetchall, not fetchone: an unfinished result would block the connection's next call.
     return int(con.execute(f"select count(*) from {name}").fetchall()[0][0])
 
