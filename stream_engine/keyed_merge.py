@@ -222,7 +222,7 @@ class KeyedMerge:
                 self._db, totals, aggregate.total_key
             )
             rows = self._run(aggregate.finish_totals_query, in_totals=totals)
-            changes.append(Replacement(aggregate.view, store_rows(rows, VIEWS[aggregate.view])))
+            changes.append(Replacement(aggregate.view, store_table(rows, VIEWS[aggregate.view])))
         fresh = self._run(SESSIONS.partial_query, in_events=events)
         users = sorted(set(fresh.column("user_id").to_pylist()))
         if users:

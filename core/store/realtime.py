@@ -53,12 +53,12 @@ class Replacement:
     """
 
     view: str
-    rows: Sequence[tuple] | pa.Table = ()
-    """Tuples, or an Arrow table of the view's columns (``core.views.query.store_table``),
-    written in one block: a replay's micro-batch replaces some 100,000 sessions."""
+    rows: pa.Table | None = None
+    """The new rows, the view's columns as the store keeps them
+    (``core.views.query.store_table``), written in one block: a replay's micro-batch replaces
+    some 100,000 sessions. None: the scope's rows are deleted and none take their place."""
     hours: Sequence[int] | None = None
     users: Sequence[str] | None = None
-    columns: tuple[str, ...] = field(default=())
 
 
 @dataclass(frozen=True)
@@ -163,15 +163,8 @@ def _replace(conn: psycopg.Connection, stream: str, change: Replacement) -> None
             )
     else:
         conn.execute(f"delete from {table} where stream = %s", (stream,))
-    if len(change.rows) == 0:
-        return
-    columns = change.columns or spec.columns
-    if isinstance(change.rows, pa.Table):
-        _copy_csv(conn, table, stream, change.rows.select(list(columns)))
-        return
-    with conn.cursor().copy(f"copy {table} (stream, {', '.join(columns)}) from stdin") as copy:
-        for row in change.rows:
-            copy.write_row((stream, *row))
+    if change.rows is not None and change.rows.num_rows > 0:
+        _copy_csv(conn, table, stream, change.rows.select(list(spec.columns)))
 
 
 def _copy_csv(conn: psycopg.Connection, table: str, stream: str, rows: pa.Table) -> None:

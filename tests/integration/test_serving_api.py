@@ -1165,9 +1165,9 @@ def test_a_503_does_not_tell_where_the_store_is(stack: Settings) -> None:
     assert str(port) not in detail and (nowhere.postgres_host or nowhere.host) not in detail
 
 
-def test_sessions_replaced_from_arrow_are_stored_as_from_tuples(store: psycopg.Connection) -> None:
-    """A micro-batch hands its merged sessions over as Arrow, written as one CSV block: the
-    stored rows must be those the same sessions give as tuples, odd user ids included."""
+def test_replaced_rows_are_stored_exactly_as_held(store: psycopg.Connection) -> None:
+    """A micro-batch hands its replaced rows over as Arrow, written as one CSV block: what is
+    stored must be the rows' own values, odd user ids and the digits of a ratio included."""
     import pyarrow as pa
 
     from core.store import realtime
@@ -1175,7 +1175,7 @@ def test_sessions_replaced_from_arrow_are_stored_as_from_tuples(store: psycopg.C
 
     users = ["u1", 'a,"b', "é\nx", "back\\slash", " "]
     start = parse_iso(at("10:00"))
-    merged = pa.table(
+    sessions = pa.table(
         {
             "user_id": users,
             "session_start": [start + i * MINUTE_MS + i for i in range(len(users))],
@@ -1183,21 +1183,28 @@ def test_sessions_replaced_from_arrow_are_stored_as_from_tuples(store: psycopg.C
             "events": list(range(1, len(users) + 1)),
         }
     )
-    spec = VIEWS["sessions"]
-    for stream, rows in (
-        ("arrow", store_table(merged, spec)),
-        ("tuples", store_rows(merged, spec)),
-    ):
-        progress = realtime.StreamProgress(stream)
-        change = realtime.Replacement("sessions", rows, users=users)
-        assert realtime.commit_batch(store, progress, 0, [change])
+    clicks, searches = [1, 1, 2, 3], [3, 10, 7, 3]
+    ctr = pa.table(
+        {
+            "query": ["shoes", "a,b", 'say "hi"', ""],
+            "window_start": [start] * 4,
+            "window_end": [start + 60 * MINUTE_MS] * 4,
+            "searches": searches,
+            "clicks": clicks,
+            "ctr": [c / n for c, n in zip(clicks, searches, strict=True)],  # 1/3, 0.1, 2/7, 1.0
+        }
+    )
+    stream = "exact"
+    changes = [
+        realtime.Replacement("sessions", store_table(sessions, VIEWS["sessions"]), users=users),
+        realtime.Replacement("search_ctr", store_table(ctr, VIEWS["search_ctr"])),
+    ]
+    assert realtime.commit_batch(store, realtime.StreamProgress(stream), 0, changes)
 
-    def stored(stream: str) -> list[tuple[Any, ...]]:
-        return store.execute(
-            "select user_id, session_start, session_end, events from rt_sessions "
-            "where stream = %s order by user_id",
+    for view, held in (("sessions", sessions), ("search_ctr", ctr)):
+        spec = VIEWS[view]
+        stored = store.execute(
+            f"select {', '.join(spec.columns)} from {realtime_table(view)} where stream = %s",
             (stream,),
         ).fetchall()
-
-    assert stored("arrow") == stored("tuples")
-    assert sorted(row[0] for row in stored("arrow")) == sorted(users)
+        assert sorted(stored) == sorted(store_rows(held, spec)), view
