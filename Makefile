@@ -88,9 +88,10 @@ airflow-status: ## Report each Airflow process
 ##@ Development
 
 .PHONY: lint
-lint: ## ruff (lint and format check), and the rooms' import contracts (pyproject.toml)
+lint: ## ruff (lint and format check), mypy, and the rooms' import contracts (pyproject.toml)
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
+	$(UV) run mypy .
 	$(UV) run lint-imports
 
 .PHONY: fmt

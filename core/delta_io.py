@@ -41,7 +41,8 @@ def delete_tree(spark: SparkSession, uri: str) -> bool:
 
     Through Hadoop's FileSystem, so the object store's credentials are the session's own.
     """
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm = spark._jvm
+    assert jvm is not None  # set for as long as the session's JVM gateway lives
     path = jvm.org.apache.hadoop.fs.Path(uri)
-    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
     return bool(fs.exists(path) and fs.delete(path, True))

@@ -60,7 +60,11 @@ def check_topic(settings: Settings, topic: str, timeout_s: float = 10.0) -> int:
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(
-        {"bootstrap.servers": settings.kafka_bootstrap, "logger": quiet_client_logger()}
+        {
+            "bootstrap.servers": settings.kafka_bootstrap,
+            # The stub types conf values as scalars; the client takes a Logger here.
+            "logger": quiet_client_logger(),  # type: ignore[dict-item]
+        }
     )
     try:
         metadata = admin.list_topics(timeout=timeout_s)
@@ -115,7 +119,8 @@ def _loads(line: bytes) -> Any:
     if line[:2] == b'{"':
         try:
             text = line.decode("utf-8", "surrogatepass")
-            obj, end = _DECODER.scan_once(text, 0)
+            # `scan_once` is set by JSONDecoder.__init__; typeshed does not declare it.
+            obj, end = _DECODER.scan_once(text, 0)  # type: ignore[attr-defined]
         except (ValueError, StopIteration):
             pass
         else:
@@ -143,8 +148,10 @@ def _record_for(line: bytes, timestamp_field: str) -> tuple[bytes | None, bytes 
     # every record of that user still lands in one partition, instead of failing the file.
     key = user_id.encode("utf-8", "surrogatepass") if isinstance(user_id, str) else None
     ts = obj.get(timestamp_field)
-    carried = isinstance(ts, int) and not isinstance(ts, bool) and 0 <= ts <= KAFKA_TIMESTAMP_MAX
-    timestamp = ts if carried else 0
+    if isinstance(ts, int) and not isinstance(ts, bool) and 0 <= ts <= KAFKA_TIMESTAMP_MAX:
+        timestamp = ts  # one a record can carry
+    else:
+        timestamp = 0
     value = None if obj.get("tombstone") is True else line
     return key, value, timestamp, True
 
@@ -362,10 +369,12 @@ def read_topic(settings: Settings, topic: str, timeout_s: float = 60.0) -> Itera
                             next_offset = high
                             break
                         raise RuntimeError(str(error))
+                    offset = msg.offset()
+                    assert offset is not None  # a consumed record always has its offset
                     yield LogRecord(
-                        topic, partition, msg.offset(), msg.key(), msg.value(), msg.timestamp()[1]
+                        topic, partition, offset, msg.key(), msg.value(), msg.timestamp()[1]
                     )
-                    next_offset = msg.offset() + 1
+                    next_offset = offset + 1
                     if next_offset >= high:
                         break
     finally:

@@ -7,6 +7,7 @@ Kappa replays history from `events` and so must never lose it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +50,11 @@ def _admin(settings: Settings) -> Any:
 
     # librdkafka logs every refused connection: keep a not-yet-started broker to one line.
     return AdminClient(
-        {"bootstrap.servers": settings.kafka_bootstrap, "logger": quiet_client_logger()}
+        {
+            "bootstrap.servers": settings.kafka_bootstrap,
+            # The stub types conf values as scalars; the client takes a Logger here.
+            "logger": quiet_client_logger(),  # type: ignore[dict-item]
+        }
     )
 
 
@@ -85,7 +90,7 @@ def ensure_topics(settings: Settings) -> list[str]:
 
 
 def configure_topic(
-    settings: Settings, topic: str, config: dict[str, str | None], *, admin: Any = None
+    settings: Settings, topic: str, config: Mapping[str, str | None], *, admin: Any = None
 ) -> None:
     """Set a topic's configuration entries; None deletes an entry (back to the broker's)."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource

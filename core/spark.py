@@ -199,7 +199,8 @@ def wait_stopped(query: StreamingQuery, timeout_s: float | None = None) -> bool:
         if timeout_s is None:
             query.awaitTermination()
             return True
-        return bool(query.awaitTermination(timeout_s))
+        # The stub says int, but Spark takes float seconds (it waits int(timeout * 1000) ms).
+        return bool(query.awaitTermination(timeout_s))  # type: ignore[arg-type]
     except StreamingQueryException:
         return True
 
@@ -213,13 +214,14 @@ def install_heartbeat(spark: SparkSession, folder: Path | None) -> Any:
         return None
     from pyspark.sql.streaming import StreamingQueryListener
 
-    folder.mkdir(parents=True, exist_ok=True)
-    for stale in folder.iterdir():
+    heartbeats: Path = folder  # narrowed for the listener's methods (mypy does not carry it in)
+    heartbeats.mkdir(parents=True, exist_ok=True)
+    for stale in heartbeats.iterdir():
         stale.unlink(missing_ok=True)
 
     class Heartbeat(StreamingQueryListener):
         def _touch(self, query_id: object) -> None:
-            (folder / str(query_id)).touch()
+            (heartbeats / str(query_id)).touch()
 
         def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's names
             self._touch(event.id)
@@ -231,7 +233,7 @@ def install_heartbeat(spark: SparkSession, folder: Path | None) -> Any:
             self._touch(event.id)
 
         def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
-            (folder / str(event.id)).unlink(missing_ok=True)
+            (heartbeats / str(event.id)).unlink(missing_ok=True)
 
     listener = Heartbeat()
     spark.streams.addListener(listener)

@@ -201,4 +201,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()  # click exits the process itself (standalone mode)

@@ -8,7 +8,7 @@ expectation. A column a check needs but the frame lacks is left out: the suite's
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pandas as pd
 
@@ -89,7 +89,7 @@ def _partition_mismatch() -> Column:
 
 # --- views --------------------------------------------------------------------------------------
 
-Rows = pd.DataFrame | Sequence[Mapping[str, Any]]
+Rows: TypeAlias = pd.DataFrame | Sequence[Mapping[str, Any]]
 
 
 def as_pandas(rows: Any) -> pd.DataFrame:

@@ -87,7 +87,7 @@ def _limit(value: str | None, limits: PageLimits) -> int:
 def parse_view_query(
     view: str,
     params: Iterable[tuple[str, str]],
-    default: ReadArchitecture,
+    default: str,
     limits: PageLimits | None = None,
 ) -> ViewQuery:
     """Check every parameter against the view; the first problem found is the reason. With

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     import psycopg
     from pyspark.sql import SparkSession
 
-    from core.events import ProfileChange
+    from core.events import Event, ProfileChange
 
 log = logging.getLogger(__name__)
 Echo = Callable[[str], None]
@@ -119,6 +119,11 @@ def _late_ids(settings: Settings, served: Served) -> set[str]:
         return stream_state.late_event_ids(conn, served.stream)
 
 
+def _not_in(late: set[str]) -> Callable[[Event], bool]:
+    """A ``keep`` that drops the events whose ids are in `late`."""
+    return lambda event: event.event_id not in late
+
+
 def _profile_history(spark: SparkSession, settings: Settings) -> list[ProfileChange] | None:
     """Every profile version from the master dataset (which compaction never touches), in
     log order; None without a master dataset."""
@@ -151,7 +156,7 @@ def reconciliation_table(
     for side in (lam, kap):
         late = _late_ids(settings, side)
         if late:
-            keep = keep_all_of(logic, lambda e, late=late: e.event_id not in late)
+            keep = keep_all_of(logic, _not_in(late))
             without_late[side.architecture] = compute_views(values, profiles, keep=keep).views
     tables = [
         reconcile(

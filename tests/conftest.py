@@ -17,6 +17,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,7 +60,9 @@ def stack_env(stack_home: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def stack_settings(stack_env: dict[str, str]) -> Settings:
-    return Settings(**{k.removeprefix("LK_").lower(): v for k, v in stack_env.items()})
+    # Strings, as the environment would give them: pydantic converts each to its field's type.
+    fields: dict[str, Any] = {k.removeprefix("LK_").lower(): v for k, v in stack_env.items()}
+    return Settings(**fields)
 
 
 @pytest.fixture(scope="session")

@@ -21,15 +21,24 @@ if TYPE_CHECKING:
 class ResultSummary(Protocol):
     """What is kept of one validation (``quality.result.QualityResult`` is one)."""
 
-    layer: str
-    suite: str
-    run_name: str
-    success: bool
-    rows: int | None
-    evaluated: int
-    failed: int
-    failures: tuple[str, ...]
-    seconds: float
+    @property
+    def layer(self) -> str: ...
+    @property
+    def suite(self) -> str: ...
+    @property
+    def run_name(self) -> str: ...
+    @property
+    def success(self) -> bool: ...
+    @property
+    def rows(self) -> int | None: ...
+    @property
+    def evaluated(self) -> int: ...
+    @property
+    def failed(self) -> int: ...
+    @property
+    def failures(self) -> tuple[str, ...]: ...
+    @property
+    def seconds(self) -> float: ...
 
 
 KEEP_PER_SUITE = 50

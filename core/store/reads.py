@@ -307,6 +307,7 @@ def state_statement(architecture: str) -> bytes:
     names are literals): a reader's most frequent statement has nothing to convert or send
     besides its prepared name."""
     speed = _progress_columns("s")
+    stream: sql.Composable
     if architecture == Architecture.KAPPA:
         stream = _q("{prefix}::text || a.version::text", prefix=sql.Literal(KAPPA_PREFIX))
     else:

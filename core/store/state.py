@@ -14,7 +14,7 @@ so state, views and counts move together or not at all (exactly once by design).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import psycopg
@@ -121,7 +121,7 @@ def apply(conn: psycopg.Connection, stream: str, batch_id: int, writes: StateWri
 
 
 def replace_all(
-    conn: psycopg.Connection, stream: str, states: dict[str, Sequence[tuple[str, str]]]
+    conn: psycopg.Connection, stream: str, states: Mapping[str, Sequence[tuple[str, str]]]
 ) -> None:
     """Replace every state of a stream (Lambda's hand-off rebuilds them from the new cutoff
     on), inside the caller's transaction."""

@@ -31,7 +31,7 @@ from comparison.processes import LkProcess as Component
 from core.catalog import VIEW_NAMES
 from core.kafka_io import log_end, produce_file
 from core.oracle import compute_views, load_jsonl_values, load_profiles_jsonl
-from core.settings import Settings
+from core.settings import Architecture, Settings
 from core.store import realtime, versions
 from core.store import state as stream_state
 from core.store.connection import connect
@@ -71,7 +71,7 @@ def own_stack() -> Iterator[Settings]:
     home = Path(tempfile.mkdtemp(prefix="lk-faults-"))
     home.chmod(0o755)  # Postgres runs as `postgres` when the tests run as root
     settings = Settings(
-        architecture="both",
+        architecture=Architecture.BOTH,
         home=home,
         stack_dir=home / "stack",
         cache_dir=Path(os.environ.get("LK_CACHE_DIR", str(ROOT / ".cache"))),

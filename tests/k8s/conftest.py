@@ -35,7 +35,8 @@ TEST_VALUES = (
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `architectures(...)` exist only for those architectures."""
     arch = config.getoption("--k8s-architecture")
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         marker = item.get_closest_marker("architectures")
         (keep if marker is None or arch in marker.args else drop).append(item)

@@ -90,6 +90,7 @@ class Kube:
         proc = subprocess.Popen(
             argv, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
+        assert proc.stderr is not None  # stderr=PIPE
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:

@@ -401,7 +401,7 @@ def _volumes(kube: Kube) -> dict[str, str]:
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.items("pvc")}
 
 
-def _snapshot(kube: Kube, architectures: tuple[str, ...]) -> dict[str, Any]:
+def _snapshot(kube: Kube, architectures: tuple[str, ...]) -> dict[tuple[str, str], Any]:
     with kube.port_forward(SERVING, 8000) as url:
         return {(arch, view): _served(url, view, arch) for arch in architectures for view in VIEWS}
 

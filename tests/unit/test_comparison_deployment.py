@@ -3,6 +3,7 @@ that keeps dying stops the run with its last words (fake processes: nothing star
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +67,9 @@ def test_a_wait_asks_again_when_the_store_does_not_answer(tmp_path: Path) -> Non
 
     from comparison.scenarios import Context
 
-    answers = iter([psycopg.errors.ConnectionTimeout("connection timeout expired"), False, True])
+    answers: Iterator[Exception | bool] = iter(
+        [psycopg.errors.ConnectionTimeout("connection timeout expired"), False, True]
+    )
 
     def condition() -> bool:
         answer = next(answers)

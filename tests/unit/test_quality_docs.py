@@ -7,6 +7,7 @@ tests/integration/test_quality.py's job; here the S3 client is an in-memory stan
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, Path]:
     """A site built from four validations: two layers, one failure, one reconciliation."""
     home = tmp_path_factory.mktemp("dq-docs")
     settings = Settings(home=home, stack_dir=home / "stack")
-    common = {"settings": settings, "run_name": "run-1"}
-    validate("batch_views.page_views", page_views(2), layer="lambda-batch", **common)
-    validate("realtime_views.page_views", page_views(-1), layer="kappa-serving", **common)
+    validate_run = partial(validate, settings=settings, run_name="run-1")
+    validate_run("batch_views.page_views", page_views(2), layer="lambda-batch")
+    validate_run("realtime_views.page_views", page_views(-1), layer="kappa-serving")
     table = reconcile(
         "revenue_by_segment",
         [revenue("gold", 700), revenue("silver", 300)],
@@ -42,7 +43,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, Path]:
         [revenue("gold", 700), revenue("silver", 300)],
         closed_before=H10,
     )
-    validate("reconciliation", table, layer="comparison", **common)
+    validate_run("reconciliation", table, layer="comparison")
     return settings, build_docs(settings)
 
 

@@ -25,4 +25,5 @@ def test_each_failure_has_its_reason_without_host_or_port() -> None:
 
 def test_readers_run_under_a_statement_timeout() -> None:
     pool = reader_pool(Settings(serve_statement_timeout_ms=1234))
+    assert isinstance(pool.kwargs, dict)
     assert "-c statement_timeout=1234" in pool.kwargs["options"]

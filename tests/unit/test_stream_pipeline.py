@@ -26,12 +26,21 @@ def test_items_should_be_worked_on_in_the_order_handed() -> None:
 
 def test_hand_should_wait_while_one_item_already_waits() -> None:
     release = threading.Event()
-    merges = MergeThread(lambda _: release.wait(), "test-merge")
+
+    def work(_: int) -> None:
+        release.wait()
+
+    merges = MergeThread(work, "test-merge")
     merges.hand(1)  # taken by the worker, which blocks on it
     time.sleep(0.1)
     merges.hand(2)  # waits in the queue
     handed = threading.Event()
-    third = threading.Thread(target=lambda: (merges.hand(3), handed.set()))
+
+    def hand_third() -> None:
+        merges.hand(3)
+        handed.set()
+
+    third = threading.Thread(target=hand_third)
     third.start()
     assert not handed.wait(0.3), "a second item must not wait beside the first"
     release.set()
@@ -62,7 +71,12 @@ def test_a_failure_should_stop_the_work_and_reach_the_next_hand() -> None:
 
 def test_finish_should_wait_for_the_last_item() -> None:
     done: list[int] = []
-    merges = MergeThread(lambda n: (time.sleep(0.2), done.append(n)), "test-merge")
+
+    def work(n: int) -> None:
+        time.sleep(0.2)
+        done.append(n)
+
+    merges = MergeThread(work, "test-merge")
     merges.hand(1)
     merges.hand(2)
     merges.finish()
