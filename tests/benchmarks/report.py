@@ -119,6 +119,21 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def cpu_lines(results: dict[str, Any], groups: int = 4) -> str:
+    """Each step's share of the machine's CPU that was busy, and its largest users."""
+    lines = ["CPU by step (busy share of the machine; CPU-seconds of the largest users):"]
+    for step, used in results.get("cpu", {}).items():
+        busy, idle = used.get("busy_s", 0.0), used.get("idle_s", 0.0)
+        if busy + idle <= 0:
+            continue
+        top = list(used["groups_cpu_s"].items())[:groups]
+        users = ", ".join(f"{name} {seconds:,.0f}" for name, seconds in top)
+        lines.append(
+            f"  {step:<10} {busy / (busy + idle):4.0%} of {busy + idle:,.0f} CPU-s: {users}"
+        )
+    return "\n".join(lines)
+
+
 def machine() -> dict[str, Any]:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return {

@@ -1,4 +1,5 @@
-"""Peak resident memory of the local stack while the benchmark runs.
+"""Peak resident memory of the local stack while the benchmark runs (and, through
+`tests.benchmarks.cpu`, the CPU each group used in each step).
 
 A background thread samples, every second, the RSS of named groups of processes (each a root
 PID and all its descendants): Kafka, MinIO and Postgres as the stack's PID files name them
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from core.settings import Settings
+from tests.benchmarks.cpu import CpuAccount
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 MIB = 1024 * 1024
@@ -128,6 +130,7 @@ class RssSampler:
     def __init__(self, interval_s: float = 1.0) -> None:
         self.interval_s = interval_s
         self.report = RssReport()
+        self.cpu = CpuAccount()
         self._groups: dict[str, tuple[int, bool, bool]] = {}
         self._step = "setup"
         self._lock = threading.Lock()
@@ -144,6 +147,7 @@ class RssSampler:
     def forget(self, group: str) -> None:
         with self._lock:
             self._groups.pop(group, None)
+            self.cpu.forget(group)
 
     def step(self, name: str) -> None:
         """Attribute the samples from now on to bench step `name` (for the per-step peaks)."""
@@ -161,26 +165,29 @@ class RssSampler:
             self._thread.join(timeout=10)
         return self.report
 
-    def sample(self) -> tuple[dict[str, int], int]:
-        """One sample: bytes per group (a PID in two groups' trees counts in the first) and the
-        total of the counted groups."""
+    def sample(self) -> tuple[dict[str, int], int, dict[str, tuple[int, list[int], bool]]]:
+        """One sample: bytes per group (a PID in two groups' trees counts in the first), the
+        total of the counted groups, and each group's (root, PIDs sampled, as a tree)."""
         with self._lock:
             groups = dict(self._groups)
         seen: set[int] = set()
         sizes = {}
+        members = {}
         total = 0
         for group, (root, counted, tree) in groups.items():
             pids = [pid for pid in (_tree(root) if tree else [root]) if pid not in seen]
             seen.update(pids)
+            members[group] = (root, pids, tree)
             sizes[group] = sum(_rss(pid) for pid in pids)
             total += sizes[group] if counted else 0
-        return sizes, total
+        return sizes, total, members
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            sizes, total = self.sample()
+            sizes, total, members = self.sample()
             report = self.report
             with self._lock:
+                self.cpu.sample(self._step, members)
                 report.samples += 1
                 if total > report.peak_total_bytes:
                     report.peak_total_bytes = total

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from core.settings import Settings, get_settings
-from tests.benchmarks.report import GIB, Results, machine, table
+from tests.benchmarks.report import GIB, Results, cpu_lines, machine, table
 from tests.benchmarks.rss import RssSampler, stack_pids
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -436,10 +436,12 @@ class Bench:
             finally:
                 self.sampler.stop()
                 self.results.data["rss"] = self.rss()
+                self.results.data["cpu"] = self.sampler.cpu.as_dict()
                 self.results.data["load_average"]["end"] = [round(x, 2) for x in os.getloadavg()]
                 self.results.save()
                 signal.signal(signal.SIGTERM, previous)
         print("\n" + table(self.results.data))
+        print("\n" + cpu_lines(self.results.data))
         print(
             f"\nmeasured on {machine()['cpus']} cores (load average at "
             f"the steps: {self.results.data['load_average']}); results in {self.results.path}"
