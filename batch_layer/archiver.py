@@ -42,6 +42,7 @@ from core.master_dataset import (
     RAW_COLUMNS,
     MasterDataset,
     partition_values,
+    profile_partitions,
     require_raw,
 )
 from core.settings import Settings
@@ -113,20 +114,22 @@ def archive_batch(
     batch_id: int,
     compression: str = "zstd",
     *,
-    one_file_per_hour: bool = False,
+    partition_by: tuple[str, ...] = PARTITION_COLUMNS,
+    one_file_per_partition: bool = False,
 ) -> None:
-    """One micro-batch of a topic, as read, into its master dataset table (once per batch id).
+    """One micro-batch of a topic, as read, into its master dataset table (once per batch id),
+    partitioned by ``partition_by``.
 
-    ``one_file_per_hour``: gather each hour's records into one task first, so that the batch
-    writes one file per hour partition instead of one per Kafka partition and hour. For a log
-    whose records are few per hour, across many hours: a backfill of ``profiles`` (188k
-    versions over 724 hours in the bench) wrote about 2,000 small objects, 31-52 s of a
+    ``one_file_per_partition``: gather each partition's records into one task first, so that
+    the batch writes one file per partition instead of one per Kafka partition and partition.
+    For a log whose records are few per partition, across many: a backfill of ``profiles``
+    (188k versions over 724 hours in the bench) wrote about 2,000 small objects, 31-52 s of a
     micro-batch spent opening files, beside the events' archive."""
     rows = archived_rows(raw)
-    if one_file_per_hour:
-        rows = rows.repartition(*PARTITION_COLUMNS)
+    if one_file_per_partition:
+        rows = rows.repartition(*partition_by)
     options = {"compression": compression}
-    append_once(rows, path, app_id, batch_id, PARTITION_COLUMNS, options)
+    append_once(rows, path, app_id, batch_id, partition_by, options)
 
 
 class _TopicArchiver:
@@ -141,10 +144,12 @@ class _TopicArchiver:
         path: str,
         config: ArchiverConfig,
         *,
-        one_file_per_hour: bool,
+        partition_by: tuple[str, ...],
+        one_file_per_partition: bool,
     ) -> None:
         self.spark, self.settings = spark, settings
-        self.one_file_per_hour = one_file_per_hour
+        self.partition_by = partition_by
+        self.one_file_per_partition = one_file_per_partition
         self.stream, self.path = archiver_stream(name), path
         self.checkpoint = f"{config.checkpoint_root}/{name}"
         self.compression = config.compression
@@ -170,7 +175,8 @@ class _TopicArchiver:
             app_id,
             batch_id,
             self.compression,
-            one_file_per_hour=self.one_file_per_hour,
+            partition_by=self.partition_by,
+            one_file_per_partition=self.one_file_per_partition,
         )
         progress.offsets |= batch_offsets(self.spark, self.checkpoint, batch_id)
         with connect(self.settings) as conn:
@@ -190,18 +196,31 @@ def start(
     (`drain` and `follow` do)."""
     config = config or ArchiverConfig.from_settings(settings)
     master = MasterDataset.from_settings(settings)
-    # (topic, name, table, one file per hour): events are many per hour, and a shuffle of a
-    # 2M-record micro-batch would cost more than its files; profile versions are few per hour.
-    jobs = (
-        (settings.events_topic, "events", master.events, False),
-        (settings.profiles_topic, "profiles", master.profiles, True),
-    )
-    for _topic, _name, path, _ in jobs:
+    for path in (master.events, master.profiles):
         require_raw(spark, path)
+    # (topic, name, table, partitions, one file per partition): events are many per hour, and
+    # a shuffle of a 2M-record micro-batch would cost more than its files; profile versions
+    # are few per date.
+    jobs = (
+        (settings.events_topic, "events", master.events, PARTITION_COLUMNS, False),
+        (
+            settings.profiles_topic,
+            "profiles",
+            master.profiles,
+            profile_partitions(spark, master.profiles),
+            True,
+        ),
+    )
     queries = []
-    for topic, name, path, one_file_per_hour in jobs:
+    for topic, name, path, partition_by, one_file in jobs:
         batch = _TopicArchiver(
-            spark, settings, name, path, config, one_file_per_hour=one_file_per_hour
+            spark,
+            settings,
+            name,
+            path,
+            config,
+            partition_by=partition_by,
+            one_file_per_partition=one_file,
         )
         writer = (
             _kafka_stream(spark, settings, topic, config)

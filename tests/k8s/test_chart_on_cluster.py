@@ -321,8 +321,8 @@ def test_kappa_reprocess_clicked_in_the_ui_switches_readers_atomically(
     with kube.port_forward(SERVING, 8000) as url:
         # The live answer is exact first (the test before checks it only when it applies).
         before = _wait_until_exact(kube, url, "kappa", oracle)["page_views"]["meta"]["view_version"]
-        seen: list[tuple[int, bool]] = []
-        last_inexact: list[dict[str, Any]] = []
+        # Each read's version, with its answer when that was not the oracle's.
+        seen: list[tuple[int, dict[str, Any] | None]] = []
         stop = threading.Event()
 
         def read_throughout() -> None:
@@ -330,9 +330,7 @@ def test_kappa_reprocess_clicked_in_the_ui_switches_readers_atomically(
             while not stop.is_set():
                 body = _served(url, "page_views", "kappa")
                 exact = body["rows"] == oracle.views["page_views"]
-                seen.append((body["meta"]["view_version"], exact))
-                if not exact:
-                    last_inexact[:] = [body]
+                seen.append((body["meta"]["view_version"], None if exact else body))
                 stop.wait(2)
 
         reader = threading.Thread(target=read_throughout, daemon=True)
@@ -346,11 +344,12 @@ def test_kappa_reprocess_clicked_in_the_ui_switches_readers_atomically(
         assert done["state"] == "success", airflow.task_states(REPROCESS_DAG, run["dag_run_id"])
         after = _served(url, "page_views", "kappa")["meta"]["view_version"]
         assert after == before + 1
-        inexact = [version for version, exact in seen if not exact]
+        inexact = [(version, body) for version, body in seen if body is not None]
         assert not inexact, (
-            f"a reader saw an answer that is not the oracle's, of versions {inexact} "
+            f"a reader saw an answer that is not the oracle's, of versions "
+            f"{[version for version, _ in inexact]} "
             f"(before {before}, after {after}, {len(seen)} reads)\n"
-            + _difference("page_views", last_inexact[0], oracle.views["page_views"])
+            + _difference("page_views", inexact[-1][1], oracle.views["page_views"])
             + "\n"
             + _streams_state(kube)
         )

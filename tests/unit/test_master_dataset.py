@@ -17,7 +17,13 @@ from batch_layer import inputs
 from batch_layer.archiver import archive_batch
 from batch_layer.job import BatchInput, parse_stats
 from core.ingestion import parse_events
-from core.master_dataset import PARTITION_COLUMNS, MasterDatasetError, require_raw
+from core.master_dataset import (
+    PARTITION_COLUMNS,
+    PROFILE_PARTITION_COLUMNS,
+    MasterDatasetError,
+    profile_partitions,
+    require_raw,
+)
 from core.times import HOUR_MS
 from lk.errors import guarded
 from tests.unit.test_quality_events import LINES, T0, event
@@ -136,22 +142,49 @@ def test_lk_reports_an_old_master_dataset_in_one_line() -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
-def test_one_file_per_hour_gathers_each_hours_records_into_one_file(
+def test_one_file_per_partition_gathers_each_dates_records_into_one_file(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """A log with few records per hour across many hours (a backfill of ``profiles``): the
-    archive writes one file per hour partition, not one per Kafka partition and hour, and the
-    same records either way."""
-    lines = [event(n, "page_view", T0 + (n % 5) * HOUR_MS + n, page=f"/p{n}") for n in range(1, 61)]
-    frame = records(spark, lines)  # its partitions each span the five hours
+    archive, partitioned by date, writes one file per date, not one per Kafka partition and
+    hour, and the same records, each with its hour, either way."""
+    day = 24 * HOUR_MS
+    lines = [event(n, "page_view", T0 + (n % 5) * day + n, page=f"/p{n}") for n in range(1, 61)]
+    frame = records(spark, lines)  # its partitions each span the five dates
     spread, gathered = str(tmp_path / "spread"), str(tmp_path / "gathered")
     archive_batch(frame, spread, "test", 0)
-    archive_batch(frame, gathered, "test", 0, one_file_per_hour=True)
+    archive_batch(
+        frame,
+        gathered,
+        "test",
+        0,
+        partition_by=PROFILE_PARTITION_COLUMNS,
+        one_file_per_partition=True,
+    )
 
     def files(path: str) -> int:
         return len(list(Path(path).rglob("*.parquet")))
 
+    def rows(path: str) -> list[tuple[object, ...]]:
+        table = spark.read.format("delta").load(path)
+        return sorted(
+            tuple(r) for r in table.select("offset", "value", *PARTITION_COLUMNS).collect()
+        )
+
     assert files(gathered) == 5 < files(spread)
-    assert sorted(
-        spark.read.format("delta").load(gathered).select("offset", "value").collect()
-    ) == (sorted(spark.read.format("delta").load(spread).select("offset", "value").collect()))
+    assert rows(gathered) == rows(spread)
+
+
+def test_profiles_keep_the_partitions_their_table_was_created_with(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A new ``profiles`` table is partitioned by date; one archived by date and hour, before
+    that, goes on by date and hour (Delta refuses an append partitioned otherwise)."""
+    new, old = str(tmp_path / "new"), str(tmp_path / "old")
+    assert profile_partitions(spark, new) == PROFILE_PARTITION_COLUMNS
+    archive_batch(records(spark, LINES), old, "test", 0)  # as before: date and hour
+    assert profile_partitions(spark, old) == PARTITION_COLUMNS
+    archive_batch(
+        records(spark, LATER), old, "test", 1, partition_by=profile_partitions(spark, old)
+    )
+    assert spark.read.format("delta").load(old).count() == len(LINES) + len(LATER)
