@@ -120,11 +120,12 @@ def archive_batch(
     """One micro-batch of a topic, as read, into its master dataset table (once per batch id),
     partitioned by ``partition_by``.
 
-    ``one_file_per_partition``: gather each partition's records into one task first, so that
-    the batch writes one file per partition instead of one per Kafka partition and partition.
-    For a log whose records are few per partition, across many: a backfill of ``profiles``
-    (188k versions over 724 hours in the bench) wrote about 2,000 small objects, 31-52 s of a
-    micro-batch spent opening files, beside the events' archive."""
+    ``one_file_per_partition``: gather each table partition's records into one task first, so
+    that the batch writes one file per table partition instead of one per Kafka partition and
+    table partition. For a log whose records are few per table partition, across many: a
+    backfill of ``profiles`` (188k versions over 724 hours in the bench, by hour then) wrote
+    about 2,000 small objects, 31-52 s of a micro-batch spent opening files, beside the events'
+    archive."""
     rows = archived_rows(raw)
     if one_file_per_partition:
         rows = rows.repartition(*partition_by)
