@@ -7,7 +7,6 @@ running when its group was first sampled counts from then, one that started late
 A process that ends between two samples would be lost, and many do: Postgres starts a backend
 per connection. So for a group sampled as a tree, the CPU its root has reaped from children
 (the kernel's `cutime` and `cstime`) counts too, less what those children were last seen using.
-
 """
 
 from __future__ import annotations
@@ -18,20 +17,13 @@ from typing import Any
 import psutil
 
 
-def _own_seconds(pid: int) -> float | None:
+def _cpu_seconds(pid: int) -> tuple[float, float] | None:
+    """(own, reaped from its children) user and system CPU-seconds of `pid`; None if gone."""
     try:
         times = psutil.Process(pid).cpu_times()
     except psutil.Error:
         return None
-    return float(times.user + times.system)
-
-
-def _reaped_seconds(pid: int) -> float:
-    try:
-        times = psutil.Process(pid).cpu_times()
-    except psutil.Error:
-        return 0.0
-    return float(times.children_user + times.children_system)
+    return times.user + times.system, times.children_user + times.children_system
 
 
 def _machine_seconds() -> tuple[float, float]:
@@ -73,17 +65,19 @@ class CpuAccount:
         group = self._groups.setdefault(name, _Group())
         delta = 0.0
         now: dict[int, float] = {}
+        reaped = 0.0
         for pid in pids:
-            seconds = _own_seconds(pid)
-            if seconds is None:
+            times = _cpu_seconds(pid)
+            if times is None:
                 continue
-            now[pid] = seconds
+            now[pid], children = times
+            if pid == root:
+                reaped = children
             if pid in group.seen:
-                delta += seconds - group.seen[pid]
+                delta += now[pid] - group.seen[pid]
             elif not first:  # started since the group's last sample
-                delta += seconds
+                delta += now[pid]
         if tree:
-            reaped = _reaped_seconds(root)
             if group.reaped is not None:
                 gone = sum(s for pid, s in group.seen.items() if pid not in now and pid != root)
                 delta += max(0.0, reaped - group.reaped - gone)
