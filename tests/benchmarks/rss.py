@@ -7,71 +7,25 @@ PID and all its descendants): Kafka, MinIO and Postgres as the stack's PID files
 workers) and the serving API while it runs. The peak is of the *sum* at one instant, which is
 what a node must hold; each group's own peak is reported too. RSS counts pages shared between
 processes (Postgres's shared buffers) once per process, so the sum errs on the high side.
-
-psutil when it is installed (it is, through Airflow), else /proc directly.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+import psutil
 
 from core.settings import Settings
 from tests.benchmarks.cpu import CpuAccount
 
-_PAGE = os.sysconf("SC_PAGE_SIZE")
 MIB = 1024 * 1024
-
-
-def _load_psutil() -> Any:
-    try:
-        import psutil
-    except ImportError:  # not a direct dependency: fall back to /proc
-        return None
-    return psutil
-
-
-_PSUTIL = _load_psutil()
-
-
-def _proc_children() -> dict[int, list[int]]:
-    """Parent PID -> child PIDs, from /proc (only used without psutil)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # The command name may hold spaces and parentheses: fields start after the last ")".
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    return children
-
-
-def _proc_rss(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE
-    except (OSError, IndexError, ValueError):
-        return 0
 
 
 def _tree(root: int) -> list[int]:
     """`root` and every descendant that is alive now."""
-    psutil = _PSUTIL
-    if psutil is None:
-        children = _proc_children()
-        found, todo = [], [root]
-        while todo:
-            pid = todo.pop()
-            found.append(pid)
-            todo.extend(children.get(pid, []))
-        return found
     try:
         process = psutil.Process(root)
         return [root, *(child.pid for child in process.children(recursive=True))]
@@ -80,9 +34,6 @@ def _tree(root: int) -> list[int]:
 
 
 def _rss(pid: int) -> int:
-    psutil = _PSUTIL
-    if psutil is None:
-        return _proc_rss(pid)
     try:
         return int(psutil.Process(pid).memory_info().rss)
     except psutil.Error:
