@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core import class_archive
 from core.settings import Settings
 
 if TYPE_CHECKING:
@@ -52,7 +53,9 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     """Spark configuration for the Kafka source, s3a on MinIO, and Delta, and the JVMs' options
     (the driver's with `Settings.spark_driver_java_options` after them)."""
     classpath = ":".join(connector_jars(settings))
-    driver_options = " ".join((*_JVM_OPTIONS, settings.spark_driver_java_options)).strip()
+    driver_options = " ".join(
+        (*_JVM_OPTIONS, *class_archive.java_options(settings), settings.spark_driver_java_options)
+    ).strip()
     conf = {
         "spark.driver.extraJavaOptions": driver_options,
         "spark.executor.extraJavaOptions": " ".join(_JVM_OPTIONS),

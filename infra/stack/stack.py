@@ -1,4 +1,5 @@
-"""The local stack: Kafka, MinIO and Postgres on loopback, plus Spark's connector jars.
+"""The local stack: Kafka, MinIO and Postgres on loopback, plus Spark's connector jars and the
+class-data archive its JVMs start from (`core.class_archive`).
 
 `up` is idempotent and waits until each service answers; `down` stops only what `up` started;
 `reset` stops everything and deletes the stack's data, keeping the download/build cache.
@@ -10,6 +11,7 @@ import shutil
 import time
 from collections.abc import Callable
 
+from core import class_archive
 from core.settings import Settings
 from infra.stack import artifacts
 from infra.stack.kafka import Kafka
@@ -48,6 +50,19 @@ def up(
     jars = artifacts.spark_jars(settings)
     timings["spark-jars"] = time.monotonic() - started
     progress(f"spark: {len(list(jars.glob('*.jar')))} connector jars in {jars}")
+    started = time.monotonic()
+    progress("spark: class-data archive of the driver JVM ...")
+    try:
+        archive, made_in = class_archive.build(settings)
+    except class_archive.ClassArchiveError as exc:
+        progress(f"spark: no class-data archive, every Spark JVM starts slower: {exc}")
+    else:
+        if archive is None:
+            progress("spark: no `java` found, so no class-data archive")
+        else:
+            how = "cached" if made_in is None else f"made in {made_in:.0f}s (cached for later runs)"
+            progress(f"spark: class-data archive {how}: {archive}")
+    timings["spark-class-archive"] = time.monotonic() - started
     return timings
 
 
