@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 from core.settings import Settings
@@ -39,12 +40,6 @@ def _java() -> Path | None:
     return Path(found).resolve() if found else None
 
 
-def _pyspark_version() -> str:
-    from importlib.metadata import version
-
-    return version("pyspark")
-
-
 def archive_path(settings: Settings) -> Path | None:
     """Where the archive of this JVM and classpath is (whether or not it exists yet); None
     without a `java` to run."""
@@ -52,7 +47,7 @@ def archive_path(settings: Settings) -> Path | None:
     if java is None or not java.is_file():
         return None
     stat = java.stat()
-    identity = [str(java), str(stat.st_size), str(stat.st_mtime_ns), _pyspark_version()]
+    identity = [str(java), str(stat.st_size), str(stat.st_mtime_ns), version("pyspark")]
     for jar in sorted(settings.spark_jars_path.glob("*.jar")):
         identity.append(f"{jar.name}:{jar.stat().st_size}")
     digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:16]
