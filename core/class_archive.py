@@ -10,9 +10,10 @@ replay, test and demo step that starts Spark pays that start.
 `lk stack up` writes the archive once into the cache (`build`): a short training run
 (`core.class_archive_training`) does what Spark jobs here do, on a few records, in a JVM that
 dumps its classes when it exits. The archive is only good for the JVM and the classpath it was
-made with, so its file name carries a fingerprint of both: a new JDK, pyspark or connector jar
-set simply finds no archive (and `lk stack up` makes a new one). A JVM started without one, or
-in a container image, runs as before.
+made with, paths included, so its file name carries a fingerprint of both (the JDK; pyspark's
+version and place, i.e. the virtual environment; the connector jars): a new JDK, another
+checkout or another jar set finds no archive, and `lk stack up` makes one; the three most
+recent stay in the cache. A JVM started without one, or in a container image, runs as before.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import time
 from importlib.metadata import version
+from importlib.util import find_spec
 from pathlib import Path
 
 from core.settings import Settings
@@ -47,7 +49,12 @@ def archive_path(settings: Settings) -> Path | None:
     if java is None or not java.is_file():
         return None
     stat = java.stat()
-    identity = [str(java), str(stat.st_size), str(stat.st_mtime_ns), version("pyspark")]
+    # The classpath is checked by path: pyspark's own jars (the virtual environment's place)
+    # and the connector jars' folder are part of what the archive is good for.
+    spec = find_spec("pyspark")
+    pyspark_home = str(Path(spec.origin).parent) if spec and spec.origin else "?"
+    identity = [str(java), str(stat.st_size), str(stat.st_mtime_ns)]
+    identity += [version("pyspark"), pyspark_home, str(settings.spark_jars_path)]
     for jar in sorted(settings.spark_jars_path.glob("*.jar")):
         identity.append(f"{jar.name}:{jar.stat().st_size}")
     digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:16]
@@ -66,6 +73,27 @@ class ClassArchiveError(RuntimeError):
     pass
 
 
+_KEPT = 3
+"""Archives kept (each about 240 MB): several checkouts on one machine share the cache, and
+each has its own virtual environment, hence its own archive."""
+
+
+def _forget_old_archives(new: Path) -> None:
+    """Make room for `new`: only the most recently made others stay, and no training run's
+    leftovers of more than an hour."""
+    others = sorted(
+        (p for p in new.parent.glob("spark-driver-*.jsa") if p != new),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for old in others[_KEPT - 1 :]:
+        old.unlink(missing_ok=True)
+        old.with_name(f"{old.stem}.training.log").unlink(missing_ok=True)
+    for partial in new.parent.glob("spark-driver-*.partial"):
+        if time.time() - partial.stat().st_mtime > 3600:
+            partial.unlink(missing_ok=True)
+
+
 def build(settings: Settings) -> tuple[Path | None, float | None]:
     """The archive, made now if missing: (its path, seconds spent making it, None if it was
     there already). (None, None) without a `java`. Raises `ClassArchiveError` with the end of
@@ -76,9 +104,7 @@ def build(settings: Settings) -> tuple[Path | None, float | None]:
     if path.is_file():
         return path, None
     path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob("spark-driver-*"):  # another JDK's or classpath's
-        if not stale.name.startswith(path.stem):
-            stale.unlink(missing_ok=True)
+    _forget_old_archives(path)
     partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
     log = path.with_name(f"{path.stem}.training.log")
     started = time.monotonic()

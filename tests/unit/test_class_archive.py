@@ -42,3 +42,17 @@ def test_another_classpath_is_another_archive(tmp_path: Path) -> None:
     assert class_archive.archive_path(settings) != before
     (settings.spark_jars_path / "connector-2.0.jar").write_bytes(b"a larger jar")
     assert class_archive.archive_path(settings) not in (before, None)
+
+
+def test_making_an_archive_keeps_the_two_most_recent_others(tmp_path: Path) -> None:
+    """Several checkouts share one cache, each with an archive of its own: the oldest go."""
+    import os
+
+    folder = tmp_path / "jvm"
+    folder.mkdir()
+    names = [f"spark-driver-{n}.jsa" for n in "abcd"]
+    for age, name in enumerate(reversed(names)):  # d the oldest, a the newest
+        (folder / name).write_bytes(b"archive")
+        os.utime(folder / name, (1_000_000 + age, 1_000_000 + age))
+    class_archive._forget_old_archives(folder / "spark-driver-new.jsa")
+    assert sorted(p.name for p in folder.iterdir()) == ["spark-driver-a.jsa", "spark-driver-b.jsa"]
