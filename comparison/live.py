@@ -40,7 +40,9 @@ LIVE_MICRO_BATCH_S = 4.0
 """A live stream's micro-batch holds at most what the source produces in this long: a stream
 reading as events arrive sees its watermark move between micro-batches (one that caught up
 on everything at once would drop nothing as late)."""
-QUICK_JIT: Final = "-XX:TieredStopAtLevel=1 -XX:+DontCompileHugeMethods"
+QUICK_JIT: Final = (
+    "-XX:TieredStopAtLevel=1 -XX:+DontCompileHugeMethods -XX:ReservedCodeCacheSize=240m"
+)
 """The options a run gives its Spark drivers' JVMs unless `Settings.spark_driver_java_options`
 sets others: the quick (C1) compiler alone, and huge methods left interpreted again (they come
 after `core.spark`'s options, so they win). A run's JVMs live a few minutes on small
@@ -48,7 +50,10 @@ micro-batches and spend much of their CPU compiling, on two cores that the whole
 measured alone on the default run's Lambda batch, 76-93 CPU-s became 57-62 over two runs each
 (the whole run: see the README). Compiling the huge methods of the parse did not pay there:
 the demo's Lambda recompute took 83 CPU-s with it, 68 without. A long run on a large workload
-may want the optimising compiler back: `LK_SPARK_DRIVER_JAVA_OPTIONS=-XX:TieredStopAtLevel=4`."""
+may want the optimising compiler back: `LK_SPARK_DRIVER_JAVA_OPTIONS=-XX:TieredStopAtLevel=4`.
+The code cache keeps the tiered default's size: with the quick compiler alone HotSpot reserves
+48 MB, a Lambda batch's driver filled it in a comparison test (then "Out of space in CodeCache
+for adapters" killed its tasks), and the class archive's own training run fills 31 MB."""
 ROOT = Path(__file__).resolve().parent.parent
 RUN_PREFIX: Final = "cmp-"
 """Every run's namespace starts so: the chart grants its comparison Job the buckets
