@@ -12,6 +12,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from pyspark.sql import functions as F
 
+from core import class_archive
 from core.settings import Settings
 from infra.stack.process import pid_alive
 from tests.integration.helpers import fresh_topic
@@ -194,11 +195,15 @@ time.sleep(300)
 """
 
 
-def test_the_driver_jvm_has_a_session_of_its_own_and_dies_with_its_driver(
+def test_the_driver_jvm_has_a_session_of_its_own_maps_the_class_archive_and_dies_with_its_driver(
     stack: Settings, stack_env: dict[str, str]
 ) -> None:
     """Its own session, at `spark_jvm_niceness` against the others (the serving API's CPU comes
-    first); a driver killed with SIGKILL still takes its JVM along (its stdin pipe closes)."""
+    first); it starts from the class-data archive `lk stack up` made (`core.class_archive`); a
+    driver killed with SIGKILL still takes its JVM along (its stdin pipe closes)."""
+    archive, made_in = class_archive.build(stack)
+    assert archive is not None and archive.is_file()
+    assert made_in is None, "`lk stack up` made it, later calls find it"
     driver = subprocess.Popen(
         [sys.executable, "-c", _SESSION_THEN_WAIT],
         env={**os.environ, **stack_env},
@@ -214,6 +219,7 @@ def test_the_driver_jvm_has_a_session_of_its_own_and_dies_with_its_driver(
         autogroup = Path(f"/proc/{jvm}/autogroup")
         if autogroup.exists():  # a kernel with autogroup scheduling
             assert autogroup.read_text().split()[-1] == str(stack.spark_jvm_niceness)
+        assert str(archive) in Path(f"/proc/{jvm}/maps").read_text()
     finally:
         driver.kill()
         driver.wait()

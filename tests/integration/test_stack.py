@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from core import class_archive
 from core.kafka_io import end_offsets, read_topic
 from core.settings import Settings
 from infra.stack import stack as local_stack
 from infra.stack.minio import s3_client
-from tests.conftest import ROOT, run_lk
+from tests.conftest import run_lk
 from tests.integration.helpers import fresh_topic
 
 
@@ -39,38 +35,6 @@ def test_stack_started_from_nothing_has_topics_buckets_and_database(stack: Setti
 
     with psycopg.connect(stack.postgres_dsn, connect_timeout=5) as conn:
         assert conn.execute("select current_database()").fetchone() == (stack.postgres_db,)
-
-
-_MAPS_ARCHIVE = """
-import sys
-from pathlib import Path
-from pyspark.core.context import SparkContext
-from core.settings import Settings
-from core.spark import build_spark_session
-
-spark = build_spark_session(Settings(), "lk-test-class-archive")
-maps = Path(f"/proc/{SparkContext._gateway.proc.pid}/maps").read_text()
-spark.stop()
-print(sys.argv[1] in maps)
-"""
-
-
-def test_spark_jvms_start_from_the_class_data_archive_stack_up_made(
-    stack: Settings, stack_env: dict[str, str]
-) -> None:
-    archive, made_in = class_archive.build(stack)
-    assert archive is not None and archive.is_file()
-    assert made_in is None, "`lk stack up` made it, later calls find it"
-    mapped = subprocess.run(
-        [sys.executable, "-c", _MAPS_ARCHIVE, str(archive)],
-        cwd=ROOT,
-        env={**os.environ, **stack_env},
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    assert mapped.stdout.strip().splitlines()[-1] == "True", mapped.stderr[-2000:]
 
 
 def test_status_reports_every_service_up(stack: Settings, stack_env: dict[str, str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from core import class_archive
@@ -46,8 +47,6 @@ def test_another_classpath_is_another_archive(tmp_path: Path) -> None:
 
 def test_making_an_archive_keeps_the_two_most_recent_others(tmp_path: Path) -> None:
     """Several checkouts share one cache, each with an archive of its own: the oldest go."""
-    import os
-
     folder = tmp_path / "jvm"
     folder.mkdir()
     names = [f"spark-driver-{n}.jsa" for n in "abcd"]
