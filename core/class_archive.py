@@ -3,9 +3,9 @@
 Before its first query, a Spark JVM loads, parses and verifies some 15,000 classes from a few
 hundred jars, on every start. A dynamic class-data archive holds them already parsed and
 verified; each later JVM maps it and skips that work (and JVMs running side by side share its
-pages). Measured here (2 cores, a session then its first Kafka query): 21-22 CPU-s and 14-15 s
-before, 11-13 CPU-s and 8.5-9 s with the archive. Every `lk` command, stream job, batch run,
-replay, test and demo step that starts Spark pays that start.
+pages). Measured here (2 cores, a session then its first Kafka query, two runs each): 13.5 s
+and 20 CPU-s without, 9.5 s and 14 CPU-s with the archive. Every `lk` command, stream job,
+batch run, replay, test and demo step that starts Spark pays that start.
 
 `lk stack up` writes the archive once into the cache (`build`): a short training run
 (`core.class_archive_training`) does what Spark jobs here do, on a few records, in a JVM that
@@ -31,7 +31,8 @@ from pathlib import Path
 from core.settings import Settings
 
 _FOLDER = "jvm"
-TRAINING_MODULE = "core.class_archive_training"
+_TRAINING_MODULE = "core.class_archive_training"
+_TRAINING_TIMEOUT_S = 600
 
 
 def _java() -> Path | None:
@@ -114,13 +115,20 @@ def build(settings: Settings) -> tuple[Path | None, float | None]:
         "LK_SPARK_DRIVER_JAVA_OPTIONS": f"-XX:ArchiveClassesAtExit={partial}",
     }
     with log.open("wb") as out:
-        run = subprocess.run(
-            [sys.executable, "-m", TRAINING_MODULE],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            check=False,
-        )
+        try:
+            run = subprocess.run(
+                [sys.executable, "-m", _TRAINING_MODULE],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                check=False,
+                timeout=_TRAINING_TIMEOUT_S,  # its JVM exits with it: its stdin closes
+            )
+        except subprocess.TimeoutExpired:
+            partial.unlink(missing_ok=True)
+            raise ClassArchiveError(
+                f"the training run took over {_TRAINING_TIMEOUT_S}s ({log})"
+            ) from None
     if run.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
         partial.unlink(missing_ok=True)
         lines = log.read_text(errors="replace").strip().splitlines() or ["no output"]
