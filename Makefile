@@ -20,7 +20,7 @@ setup: ## Install the locked Python environment (uv) and check the system tools
 demo: ## The main job: both architectures live on one workload, five scenarios, a report
 	@[ -x .venv/bin/lk ] || echo "make demo, first run: it installs the Python environment \
 	(uv sync: Spark, Airflow, GX; about 2 GB), then fetches Kafka's and Spark's jars and builds \
-	MinIO (about 4-7 minutes on 2 cores), before the run itself (about 6 minutes). All of it \
+	MinIO and makes Spark's class-data archive (about 5-8 minutes on 2 cores), before the run itself (about 6 minutes). All of it \
 	is cached: later runs start the stack in about 15 seconds."
 	@$(MAKE) --no-print-directory setup
 	$(LK) demo --serve-port $(or $(SERVE_PORT),8000)
