@@ -214,7 +214,7 @@ def compute(
             )
             batch_inputs.record(conn, version, batch_input.snapshot)
             try:
-                counts = write_version(settings, views, version)
+                counts = write_version(conn, settings, views, version)
             except Exception:
                 versions.mark(conn, LAMBDA, version, "failed")
                 raise

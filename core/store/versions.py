@@ -152,6 +152,17 @@ def switch_alias(conn: psycopg.Connection, target: Version) -> None:
     )
 
 
+def batch_row_counts(conn: psycopg.Connection, version: int) -> dict[str, int]:
+    """How many rows each view's batch table holds for `version`."""
+    counts = {}
+    for view in VIEW_NAMES:
+        row = conn.execute(
+            f"select count(*) from {batch_table(view)} where version = %s", (version,)
+        ).fetchone()
+        counts[view] = int(row[0]) if row else 0
+    return counts
+
+
 def drop_batch_rows(conn: psycopg.Connection, keep_version: int) -> None:
     """Delete the rows of versions older than `keep_version` (they are retired)."""
     with conn.transaction():
