@@ -134,7 +134,7 @@ def demo(settings: Settings, **given: Any) -> None:
     click.echo(
         f"  the comparison produces {spec.events:,} events at {spec.rate_per_s:g}/s "
         f"({spec.events / spec.rate_per_s:.0f} s), then plays {len(spec.scenarios)} scenarios: "
-        "about 6 minutes on 2 cores"
+        "about 5 minutes on 2 cores"
     )
     outcome = _compare(settings, spec)
     click.echo(
