@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 
 from core.catalog import VIEWS
 from core.store import state
-from core.store.schema import primary_key, realtime_table
+from core.store.schema import primary_key, realtime_table, rows_per_view
 from core.store.streams import archiver_stream
 from core.times import HOUR_MS, optional_ms, optional_timestamp
 
@@ -242,13 +242,7 @@ def drop_stream(conn: psycopg.Connection, stream: str) -> None:
 
 def row_counts(conn: psycopg.Connection, stream: str) -> dict[str, int]:
     """The number of real-time rows of each view the stream wrote."""
-    counts = {}
-    for view in VIEWS:
-        row = conn.execute(
-            f"select count(*) from {realtime_table(view)} where stream = %s", (stream,)
-        ).fetchone()
-        counts[view] = int(row[0]) if row else 0
-    return counts
+    return rows_per_view(conn, realtime_table, "stream", stream)
 
 
 def archived(conn: psycopg.Connection) -> dict[str, int]:

@@ -20,9 +20,14 @@ of a view starts right where the previous one ended instead of sorting the whole
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from core.catalog import VIEWS, ViewSpec
 from core.store import batch_inputs, comparison_reports, quality_results, state
+
+if TYPE_CHECKING:
+    import psycopg
 
 _VALUE_TYPES = {"ctr": "double precision"}
 
@@ -33,6 +38,18 @@ def batch_table(view: str) -> str:
 
 def realtime_table(view: str) -> str:
     return f"rt_{view}"
+
+
+def rows_per_view(
+    conn: psycopg.Connection, table: Callable[[str], str], tag: str, value: object
+) -> dict[str, int]:
+    """How many rows each view's table holds under one tag (a batch table's `version`, a
+    real-time table's `stream`), in one statement."""
+    counts = " union all ".join(
+        f"select '{view}', count(*) from {table(view)} where {tag} = %s" for view in VIEWS
+    )
+    found: dict[str, int] = dict(conn.execute(counts, [value] * len(VIEWS)).fetchall())
+    return {view: int(found[view]) for view in VIEWS}  # in the catalogue's order
 
 
 def _columns(spec: ViewSpec) -> list[str]:

@@ -15,7 +15,7 @@ from datetime import datetime
 import psycopg
 
 from core.catalog import VIEW_NAMES
-from core.store.schema import batch_table
+from core.store.schema import batch_table, rows_per_view
 from core.store.streams import LAMBDA_SPEED, kappa_stream
 from core.times import optional_ms
 
@@ -154,13 +154,7 @@ def switch_alias(conn: psycopg.Connection, target: Version) -> None:
 
 def batch_row_counts(conn: psycopg.Connection, version: int) -> dict[str, int]:
     """How many rows each view's batch table holds for `version`."""
-    counts = {}
-    for view in VIEW_NAMES:
-        row = conn.execute(
-            f"select count(*) from {batch_table(view)} where version = %s", (version,)
-        ).fetchone()
-        counts[view] = int(row[0]) if row else 0
-    return counts
+    return rows_per_view(conn, batch_table, "version", version)
 
 
 def drop_batch_rows(conn: psycopg.Connection, keep_version: int) -> None:
