@@ -48,7 +48,7 @@ sets others: the quick (C1) compiler alone, and huge methods left interpreted ag
 after `core.spark`'s options, so they win). A run's JVMs live a few minutes on small
 micro-batches and spend much of their CPU compiling, on two cores that the whole run shares;
 measured alone on the default run's Lambda batch, 76-93 CPU-s became 57-62 over two runs each
-(the whole run: see the README). Compiling the huge methods of the parse did not pay there:
+(the whole run: docs/BENCHMARKS.md). Compiling the huge methods of the parse did not pay there:
 the demo's Lambda recompute took 83 CPU-s with it, 68 without. A long run on a large workload
 may want the optimising compiler back: `LK_SPARK_DRIVER_JAVA_OPTIONS=-XX:TieredStopAtLevel=4`.
 The code cache keeps the tiered default's size: with the quick compiler alone HotSpot reserves
