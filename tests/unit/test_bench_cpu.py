@@ -13,19 +13,31 @@ import pytest
 from tests.benchmarks.cpu import CpuAccount
 
 BURN_S = 0.4
-# A child that burns BURN_S of CPU, then sleeps `{after}` s; its parent, the group's root, stays.
+TICKS_S = 0.05
+"""The child burns this much more: /proc counts CPU in clock ticks of 10 ms and psutil adds user
+and system times up, so a burn of exactly BURN_S can read as 0.39."""
+# A child that burns BURN_S of CPU; held, it then waits for its stdin to close, not for a time (on
+# a loaded machine a test can miss a window of any length). Its parent, the group's root, stays.
 _CHILD = (
-    "import time; t = time.process_time()\n"
-    f"while time.process_time() - t < {BURN_S}: pass\n"
-    "time.sleep({after})"
+    "import sys, time; t = time.process_time()\n"
+    f"while time.process_time() - t < {BURN_S + TICKS_S}: pass\n"
+    "{then}"
 )
 
 
-def _root(after: float) -> subprocess.Popen[bytes]:
-    """The group's root: runs the child, reaps it, then waits to be killed."""
-    child = [sys.executable, "-c", _CHILD.format(after=after)]
+def _root(held: bool) -> subprocess.Popen[bytes]:
+    """The group's root: runs the child, reaps it, then waits to be killed. Its stdin, a pipe
+    the test holds, is the child's too: closing it releases a held child."""
+    child = [sys.executable, "-c", _CHILD.format(then="sys.stdin.read()" if held else "")]
     parent = f"import subprocess, time; subprocess.run({child!r}); time.sleep(60)"
-    return subprocess.Popen([sys.executable, "-c", parent])
+    return subprocess.Popen([sys.executable, "-c", parent], stdin=subprocess.PIPE)
+
+
+def _stop(root: subprocess.Popen[bytes]) -> None:
+    assert root.stdin is not None
+    root.stdin.close()  # a held child too ends
+    root.kill()
+    root.wait()
 
 
 def _members(root: subprocess.Popen[bytes]) -> dict[str, tuple[int, list[int], bool]]:
@@ -51,7 +63,7 @@ def _burnt(root: subprocess.Popen[bytes]) -> bool:
 
 
 def test_a_child_that_ends_between_samples_should_count() -> None:
-    root = _root(after=0.0)
+    root = _root(held=False)
     try:
         account = CpuAccount()
         account.sample("step", {"g": (root.pid, [root.pid], True)})  # before the child runs
@@ -59,21 +71,21 @@ def test_a_child_that_ends_between_samples_should_count() -> None:
         account.sample("step", _members(root))
         assert account.steps["step"]["g"] >= BURN_S
     finally:
-        root.kill()
-        root.wait()
+        _stop(root)
 
 
 def test_a_child_seen_alive_then_reaped_should_count_once() -> None:
-    root = _root(after=1.0)
+    root = _root(held=True)
     try:
         account = CpuAccount()
         account.sample("step", {"g": (root.pid, [root.pid], True)})
         _wait(lambda: _burnt(root))
         account.sample("step", _members(root))  # the child alive, its burn done
+        assert root.stdin is not None
+        root.stdin.close()  # releases the child
         _wait(lambda: _children(root) == [])
         account.sample("step", _members(root))  # reaped: nothing more to count
-        assert BURN_S <= account.steps["step"]["g"] < 1.5 * BURN_S
+        assert BURN_S <= account.steps["step"]["g"] < 2 * BURN_S  # twice would be 2 burns
         assert set(account.as_dict()["step"]) >= {"busy_s", "idle_s", "groups_cpu_s"}
     finally:
-        root.kill()
-        root.wait()
+        _stop(root)
