@@ -10,7 +10,6 @@ that nothing else is scanned.
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -73,25 +72,15 @@ def added_since(
     """The data files in the table at version ``at`` (now, when None) but not at
     ``delta_version`` (every file when None, or when that version is no longer in the log),
     with their partitions, sorted."""
-
-    def files_at(version: int | None) -> set[str]:
-        if version is None:
-            return set(spark.read.format("delta").load(path).inputFiles())
-        return set(read_at(spark, path, version).inputFiles())
-
-    # Each list is a Spark job of its own (a replay of Delta's log): asked from two threads,
-    # the two run at once.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        now_files = pool.submit(files_at, at)
-        before_files = None if delta_version is None else pool.submit(files_at, delta_version)
-        now = now_files.result()
-        before: set[str] | None = None
-        if before_files is not None:
-            try:
-                before = before_files.result()
-            except Exception:
-                # The log no longer reaches back there (or cannot be read): checking everything
-                # is the safe answer, a gate never checks less than it should.
-                before = None
+    now_table = spark.read.format("delta").load(path) if at is None else read_at(spark, path, at)
+    now = set(now_table.inputFiles())
+    before: set[str] | None = None
+    if delta_version is not None:
+        try:
+            before = set(read_at(spark, path, delta_version).inputFiles())
+        except Exception:
+            # The log no longer reaches back there (or cannot be read): checking everything is
+            # the safe answer, a gate never checks less than it should.
+            before = None
     added = now - (before or set())
     return Added(frozenset(added), sorted(partitions_of(added)), everything=before is None)
