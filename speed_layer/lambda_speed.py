@@ -15,18 +15,18 @@ another logic changes the answers on both sides of the cutoff at once.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from core.catalog import SESSION_GAP_MS
 from core.object_store import object_store
 from core.settings import Architecture, Settings
 from core.spark import wait_stopped
 from core.store import realtime, sessions, state, versions
 from core.store.connection import connect, stream_lock
 from core.store.streams import LAMBDA_SPEED as STREAM
+from core.times import to_timestamp
 from core.views.logic_versions import logic_query
+from core.views.sessions import reach
 from stream_engine.accepted_log import AcceptedLog
 from stream_engine.engine import StreamEngine, StreamSpec, recompute_accepted
 
@@ -48,11 +48,12 @@ def open_batch_sessions(
     conn: psycopg.Connection, users: list[str], cutoff: int | None
 ) -> list[tuple]:
     current = versions.current(conn, LAMBDA)
-    if current is None or current.cutoff is None:
+    cutoff_ms = None if current is None else current.cutoff_ms
+    if current is None or cutoff_ms is None:
         return []
     # A batch session ending less than a session gap before the cutoff may go on after it.
-    horizon = current.cutoff - timedelta(milliseconds=SESSION_GAP_MS)
-    return sessions.open_batch_sessions(conn, current.version, horizon, users)
+    horizon, _ = reach(cutoff_ms, cutoff_ms)
+    return sessions.open_batch_sessions(conn, current.version, to_timestamp(horizon), users)
 
 
 def published_logic(conn: psycopg.Connection) -> Query | None:

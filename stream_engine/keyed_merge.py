@@ -6,8 +6,8 @@ only moves rows between them and the store:
 - additive views: the partial of the new events, the stored state of the keys it touches (a
   primary-key lookup), their merge, the delta of the touched keys' contributions, the stored
   totals of the view rows that delta touches, the new totals, and the changed view rows;
-- sessions: the touched users' sessions (the stream's own, and those another layer leaves
-  open) merged with the new events' sessions.
+- sessions: the touched users' sessions within reach of the new events (the stream's own, and
+  those another layer leaves open) merged with the new events' sessions.
 
 Each query runs in process on Arrow tables (``core.views.query.on_duckdb``): a few
 milliseconds, where the same query planned by Spark cost 150-270 ms however few its rows.
@@ -30,9 +30,11 @@ from core.catalog import VIEWS
 from core.store import sessions, state
 from core.store.realtime import Change, Replacement, Upsert
 from core.store.state import StateUpdate, totals_name
+from core.times import to_ms
 from core.views import PARTIALS
 from core.views.partials import ROWS, PartialAggregate
 from core.views.query import Query, on_duckdb, store_rows, store_table
+from core.views.sessions import reach
 from stream_engine import state_rows
 
 if TYPE_CHECKING:
@@ -148,7 +150,10 @@ class KeyedMerge:
         totals = self._run(aggregate.add_totals_query, in_totals=old, in_delta=delta)
         kept = totals.filter(pc.greater(totals.column(ROWS), 0))
         gone = totals.filter(pc.less_equal(totals.column(ROWS), 0))
-        merged.updates.append(StateUpdate(view, state_rows.pairs(self._db, after, aggregate.key)))
+        changed = after
+        if aggregate.changed_query is not None:
+            changed = self._run(aggregate.changed_query, in_before=before, in_after=after)
+        merged.updates.append(StateUpdate(view, state_rows.pairs(self._db, changed, aggregate.key)))
         merged.updates.append(
             StateUpdate(
                 totals_name(view),
@@ -165,15 +170,17 @@ class KeyedMerge:
     def _sessions(
         self, conn: psycopg.Connection, events: pa.Table, cutoff: int | None, merged: Merged
     ) -> int:
-        """Sessions of the users with new events: their current real-time sessions (and the
-        sessions another layer leaves open, if not yet continued) merged with the new ones."""
+        """Sessions of the users with new events: their real-time sessions within reach of
+        the new events (and the sessions another layer leaves open, if not yet continued)
+        merged with the new ones; a user's other sessions are final and left alone."""
         fresh = self._run(SESSIONS.partial_query, in_events=events)
         users = sorted(set(fresh.column("user_id").to_pylist()))
         if not users:
             return 0
-        known = sessions.stream_sessions(conn, self.stream, users)
-        rows = self._merged_sessions(conn, users, cutoff, known, fresh)
-        merged.changes.append(Replacement("sessions", rows, users=users))
+        near = reach(pc.min(fresh["session_start"]).as_py(), pc.max(fresh["session_end"]).as_py())
+        known = sessions.stream_sessions(conn, self.stream, users, near)
+        rows = self._merged_sessions(conn, users, cutoff, known, fresh, near)
+        merged.changes.append(Replacement("sessions", rows, users=users, reach=near))
         return len(users)
 
     def _merged_sessions(
@@ -183,11 +190,15 @@ class KeyedMerge:
         cutoff: int | None,
         known: list[tuple],
         fresh: pa.Table,
+        near: tuple[int, int] | None = None,
     ) -> pa.Table:
-        """`known` sessions and the sessions another layer leaves open for `users`, merged
-        with `fresh` ones (the new events' sessions) by the shared session logic, as the
-        store's columns."""
-        seeds = _dedupe_seeds(known + self.session_seeds(conn, users, cutoff))
+        """`known` sessions and the sessions another layer leaves open for `users` (those
+        `near` the new events, if given), merged with `fresh` ones (the new events' sessions)
+        by the shared session logic, as the store's columns."""
+        seeds = self.session_seeds(conn, users, cutoff)
+        if near is not None:  # a seed out of reach stays as it is, as a stored session does
+            seeds = [s for s in seeds if to_ms(s[2]) >= near[0] and to_ms(s[1]) <= near[1]]
+        seeds = _dedupe_seeds(known + seeds)
         before = state_rows.intervals(seeds, SESSIONS.schema.to_pyarrow())
         merged = self._run(SESSIONS.merge_query, in_before=before, in_fresh=fresh)
         return store_table(merged, VIEWS["sessions"])

@@ -22,7 +22,7 @@ from core.catalog import VIEWS
 from core.store import state
 from core.store.schema import primary_key, realtime_table, rows_per_view
 from core.store.streams import archiver_stream
-from core.times import HOUR_MS, optional_ms, optional_timestamp
+from core.times import HOUR_MS, optional_ms, optional_timestamp, to_timestamp
 
 
 @dataclass
@@ -48,7 +48,9 @@ class CheckpointMismatchError(RuntimeError):
 class Replacement:
     """New rows for a view, replacing the stream's rows in the given scope.
 
-    Scope: the windows starting in `hours` (hour starts, ms), the sessions of `users`, or, with
+    Scope: the windows starting in `hours` (hour starts, ms), the sessions of `users` (with
+    `reach`, only those ending at or after its first and starting at or before its second
+    time, epoch ms, as ``core.store.sessions.stream_sessions`` reads them), or, with
     neither, every row of the stream.
     """
 
@@ -59,6 +61,7 @@ class Replacement:
     some 100,000 sessions. None: the scope's rows are deleted and none take their place."""
     hours: Sequence[int] | None = None
     users: Sequence[str] | None = None
+    reach: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,13 @@ def _apply(conn: psycopg.Connection, stream: str, change: Change) -> None:
 def _replace(conn: psycopg.Connection, stream: str, change: Replacement) -> None:
     table = realtime_table(change.view)
     spec = VIEWS[change.view]
-    if change.users is not None:
+    if change.users is not None and change.reach is not None:
+        conn.execute(
+            f"delete from {table} where stream = %s and user_id = any(%s) "
+            "and session_end >= %s and session_start <= %s",
+            (stream, list(change.users), *map(to_timestamp, change.reach)),
+        )
+    elif change.users is not None:
         conn.execute(
             f"delete from {table} where stream = %s and user_id = any(%s)",
             (stream, list(change.users)),

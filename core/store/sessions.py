@@ -7,18 +7,24 @@ from datetime import datetime
 
 import psycopg
 
+from core.times import to_timestamp
+
 SessionRow = tuple
 """(user_id, session_start, session_end, events), as the `sessions` view's rows."""
 
 
-def stream_sessions(conn: psycopg.Connection, stream: str, users: list[str]) -> list[SessionRow]:
-    """The real-time sessions of `users` the stream has written."""
+def stream_sessions(
+    conn: psycopg.Connection, stream: str, users: list[str], reach: tuple[int, int]
+) -> list[SessionRow]:
+    """The real-time sessions of `users` the stream has written that end at or after
+    ``reach[0]`` and start at or before ``reach[1]`` (epoch ms; ``core.views.sessions.reach``)."""
     return [
         tuple(row)
         for row in conn.execute(
             "select user_id, session_start, session_end, events from rt_sessions "
-            "where stream = %s and user_id = any(%s)",
-            (stream, users),
+            "where stream = %s and user_id = any(%s) and session_end >= %s "
+            "and session_start <= %s",
+            (stream, users, *map(to_timestamp, reach)),
         ).fetchall()
     ]
 

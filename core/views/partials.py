@@ -77,6 +77,11 @@ class PartialAggregate:
     def additive(self) -> bool:
         return self.contributions is not None
 
+    @cached_property
+    def is_set_of_facts(self) -> bool:
+        """A partial with no values, merged by union (the users seen in an hour)."""
+        return self.merge_rows is None and not self.merge_values(tables.table("both", self.schema))
+
     # -- the algebra, on Ibis tables --------------------------------------------------------
 
     def merge(self, a: ir.Table, b: ir.Table) -> ir.Table:
@@ -155,6 +160,20 @@ class PartialAggregate:
         before = tables.table("before", self.schema)
         fresh = tables.table("fresh", self.schema)
         return Query(f"{self.view}.merge", self.merge(before, fresh).cast(self.schema))
+
+    @cached_property
+    def changed_query(self) -> Query | None:
+        """``in_before``, ``in_after`` (the touched keys' state before and after a merge) ->
+        the rows the state does not hold yet, which are all a stream writes back. Only a set
+        of facts keeps rows unchanged: a fact seen before is seen again (a user's next event
+        in the hour), and rewriting it would cost the store an update for nothing. Any other
+        partial changes at every key a new event touches (a counter grows, a fact is added:
+        the facts of disjoint events are disjoint), so there this is None: all of ``after``."""
+        if not self.is_set_of_facts:
+            return None
+        before = tables.table("before", self.schema)
+        after = tables.table("after", self.schema)
+        return Query(f"{self.view}.changed", after.difference(before))
 
     @cached_property
     def totals_query(self) -> Query:

@@ -53,6 +53,16 @@ def merge_sessions(intervals: ir.Table) -> ir.Table:
     )
 
 
+def reach(first_ms: int, last_ms: int) -> tuple[int, int]:
+    """The stored sessions that events from `first_ms` to `last_ms` (event time) can change:
+    those ending at or after the first less a gap and starting at or before the last plus a
+    gap, as ``(end from, start until)``. Any other session stays as it is, since an event
+    further than a gap from it cannot join it (and cannot bridge it to another): so a
+    micro-batch reads and rewrites a user's sessions near its events, never the user's whole
+    history, and a batch session ending a gap or more before the cutoff is final."""
+    return first_ms - SESSION_GAP_MS, last_ms + SESSION_GAP_MS
+
+
 def event_intervals(events: ir.Table) -> ir.Table:
     """Each event as the one-event interval ``(user_id, event_ts, event_ts, 1)``."""
     kept = placed(events)

@@ -9,8 +9,10 @@ deduplicated events (and the profile versions split too):
 2. the incremental path a stream takes gives the same rows. Additive views: ``totals(partial(A))``
    plus ``delta(before, after)`` (``add_totals``), where ``before`` is partial(A) restricted to
    the keys partial(B) touches and ``after = merge(before, partial(B))``, keeping the rows with
-   contributions (``_rows > 0``) dressed by ``finish_totals``. ``sessions``: the touched users'
-   partial rows replaced by ``after``;
+   contributions (``_rows > 0``) dressed by ``finish_totals``; and the state the stream keeps,
+   partial(A) with the rows it writes back (``changed_query``: a set of facts only its new
+   facts) upserted, finishes as the whole. ``sessions``: the touched users' partial rows within
+   reach of B's (``core.views.sessions.reach``) replaced by their merge with partial(B);
 3. merge order does not matter: ``((a, b), c)``, ``((c, a), b)`` and ``(a, (c, b))`` finish alike.
 
 Splits cross the interesting boundaries: event time around minute and hour edges, the 30-minute
@@ -52,6 +54,7 @@ from core.times import HOUR_MS, MINUTE_MS
 from core.views import PARTIALS
 from core.views.partials import ROWS, PartialAggregate
 from core.views.query import Query, on_duckdb, on_spark
+from core.views.sessions import reach
 from core.views.tables import EVENTS, PROFILES
 from core.workload import DEFAULT_START_MS
 from tests.unit.test_spark_parsing import generated
@@ -441,15 +444,38 @@ class Engine:
         ``b``, with only the keys ``b`` touches read and rewritten."""
         touched = _keys(b, aggregate.key)
         in_b = pa.array([key in touched for key in _key_list(a, aggregate.key)], pa.bool_())
+        if not aggregate.additive:  # sessions: the touched users' rows within reach replaced
+            if b.num_rows == 0:
+                return self.finish(aggregate, a)
+            lo, hi = reach(pc.min(b["session_start"]).as_py(), pc.max(b["session_end"]).as_py())
+            near = pc.and_(
+                pc.greater_equal(a["session_end"], lo), pc.less_equal(a["session_start"], hi)
+            )
+            replaced = pc.and_(in_b, near)
+            after = self.merge(aggregate, a.filter(replaced), b)
+            return self.finish(aggregate, pa.concat_tables([a.filter(pc.invert(replaced)), after]))
         before = a.filter(in_b)
         after = self.merge(aggregate, before, b)
-        if not aggregate.additive:  # sessions: the touched users' rows replaced
-            return self.finish(aggregate, pa.concat_tables([a.filter(pc.invert(in_b)), after]))
         delta = self.run(aggregate.delta_query, in_before=before, in_after=after)
         old = self.run(aggregate.totals_query, in_partial=a)
         totals = self.run(aggregate.add_totals_query, in_totals=old, in_delta=delta)
         kept = totals.filter(pc.greater(totals.column(ROWS), 0))
         return self.run(aggregate.finish_totals_query, in_totals=kept)
+
+    def stored(self, aggregate: PartialAggregate, a: pa.Table, b: pa.Table) -> pa.Table:
+        """The state as a stream leaves it after state ``a`` and the new events' partial
+        ``b``: ``a`` with the rows the stream writes back (``changed_query``) upserted by key."""
+        touched = _keys(b, aggregate.key)
+        in_b = pa.array([k in touched for k in _key_list(a, aggregate.key)], pa.bool_())
+        before = a.filter(in_b)
+        after = self.merge(aggregate, before, b)
+        written = after
+        if aggregate.changed_query is not None:
+            written = self.run(aggregate.changed_query, in_before=before, in_after=after)
+        rewritten = _keys(written, aggregate.key)
+        kept = [k not in rewritten for k in _key_list(a, aggregate.key)]
+        untouched = a.filter(pa.array(kept, pa.bool_()))
+        return pa.concat_tables([untouched, written.select(a.column_names).cast(a.schema)])
 
 
 def _key_list(table: pa.Table, key: Sequence[str]) -> list[tuple]:
@@ -493,6 +519,9 @@ def check_two_way(engine: Engine, workload: Workload, split: Split) -> None:
         assert merged == whole, f"{name}: finish(merge(A, B)) != finish(A + B)"
         incremental = duckdb_rows(engine.incremental(aggregate, a, b), name)
         assert incremental == whole, f"{name}: the incremental path differs"
+        if aggregate.additive:  # what the stream keeps is the whole partial: a next batch
+            stored = duckdb_rows(engine.finish(aggregate, engine.stored(aggregate, a, b)), name)
+            assert stored == whole, f"{name}: the state written back misses a change"
 
 
 @settings(LAW_SETTINGS, max_examples=25)
