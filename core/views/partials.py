@@ -88,9 +88,9 @@ class PartialAggregate:
         both = a.select(*self.schema.names).union(b.select(*self.schema.names))
         if self.merge_rows is not None:
             return self.merge_rows(both)
-        values = self.merge_values(both)
-        if not values:  # a set of facts: the union
+        if self.is_set_of_facts:  # the union
             return both.select(*self.key).distinct()
+        values = self.merge_values(both)
         return both.group_by(list(self.key)).agg(**values).select(*self.schema.names)
 
     def totals(self, partial: ir.Table) -> ir.Table:
