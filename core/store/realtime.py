@@ -21,8 +21,9 @@ from psycopg.types.json import Jsonb
 from core.catalog import VIEWS
 from core.store import state
 from core.store.schema import primary_key, realtime_table, rows_per_view
+from core.store.sessions import IN_REACH, reach_parameters
 from core.store.streams import archiver_stream
-from core.times import HOUR_MS, optional_ms, optional_timestamp, to_timestamp
+from core.times import HOUR_MS, optional_ms, optional_timestamp
 
 
 @dataclass
@@ -154,9 +155,8 @@ def _replace(conn: psycopg.Connection, stream: str, change: Replacement) -> None
     spec = VIEWS[change.view]
     if change.users is not None and change.reach is not None:
         conn.execute(
-            f"delete from {table} where stream = %s and user_id = any(%s) "
-            "and session_end >= %s and session_start <= %s",
-            (stream, list(change.users), *map(to_timestamp, change.reach)),
+            f"delete from {table} where stream = %s and user_id = any(%s) and {IN_REACH}",
+            (stream, list(change.users), *reach_parameters(change.reach)),
         )
     elif change.users is not None:
         conn.execute(

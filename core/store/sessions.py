@@ -12,6 +12,14 @@ from core.times import to_timestamp
 SessionRow = tuple
 """(user_id, session_start, session_end, events), as the `sessions` view's rows."""
 
+IN_REACH = "session_end >= %s and session_start <= %s"
+"""The stored sessions within a reach (``core.views.sessions.reach``), with its two times as
+parameters (``reach_parameters``): what a micro-batch reads, and the same it replaces."""
+
+
+def reach_parameters(reach: tuple[int, int]) -> tuple[datetime, datetime]:
+    return to_timestamp(reach[0]), to_timestamp(reach[1])
+
 
 def stream_sessions(
     conn: psycopg.Connection, stream: str, users: list[str], reach: tuple[int, int]
@@ -22,9 +30,8 @@ def stream_sessions(
         tuple(row)
         for row in conn.execute(
             "select user_id, session_start, session_end, events from rt_sessions "
-            "where stream = %s and user_id = any(%s) and session_end >= %s "
-            "and session_start <= %s",
-            (stream, users, *map(to_timestamp, reach)),
+            f"where stream = %s and user_id = any(%s) and {IN_REACH}",
+            (stream, users, *reach_parameters(reach)),
         ).fetchall()
     ]
 
