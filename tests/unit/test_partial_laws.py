@@ -442,8 +442,7 @@ class Engine:
     def incremental(self, aggregate: PartialAggregate, a: pa.Table, b: pa.Table) -> pa.Table:
         """The view's rows as a stream gets them: state ``a``, then the new events' partial
         ``b``, with only the keys ``b`` touches read and rewritten."""
-        touched = _keys(b, aggregate.key)
-        in_b = pa.array([key in touched for key in _key_list(a, aggregate.key)], pa.bool_())
+        in_b = _touched(aggregate, a, b)
         if not aggregate.additive:  # sessions: the touched users' rows within reach replaced
             if b.num_rows == 0:
                 return self.finish(aggregate, a)
@@ -465,9 +464,7 @@ class Engine:
     def stored(self, aggregate: PartialAggregate, a: pa.Table, b: pa.Table) -> pa.Table:
         """The state as a stream leaves it after state ``a`` and the new events' partial
         ``b``: ``a`` with the rows the stream writes back (``changed_query``) upserted by key."""
-        touched = _keys(b, aggregate.key)
-        in_b = pa.array([k in touched for k in _key_list(a, aggregate.key)], pa.bool_())
-        before = a.filter(in_b)
+        before = a.filter(_touched(aggregate, a, b))
         after = self.merge(aggregate, before, b)
         written = after
         if aggregate.changed_query is not None:
@@ -476,6 +473,12 @@ class Engine:
         kept = [k not in rewritten for k in _key_list(a, aggregate.key)]
         untouched = a.filter(pa.array(kept, pa.bool_()))
         return pa.concat_tables([untouched, written.select(a.column_names).cast(a.schema)])
+
+
+def _touched(aggregate: PartialAggregate, a: pa.Table, b: pa.Table) -> pa.Array:
+    """Which rows of state ``a`` have a key that partial ``b`` touches."""
+    touched = _keys(b, aggregate.key)
+    return pa.array([key in touched for key in _key_list(a, aggregate.key)], pa.bool_())
 
 
 def _key_list(table: pa.Table, key: Sequence[str]) -> list[tuple]:
