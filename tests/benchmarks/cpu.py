@@ -26,7 +26,7 @@ def _cpu_seconds(pid: int) -> tuple[float, float] | None:
     return times.user + times.system, times.children_user + times.children_system
 
 
-def _machine_seconds() -> tuple[float, float]:
+def machine_seconds() -> tuple[float, float]:
     """(busy, idle) CPU-seconds of the whole machine since boot; waiting on I/O is idle."""
     times = psutil.cpu_times()
     idle = times.idle + getattr(times, "iowait", 0.0)
@@ -53,7 +53,7 @@ class CpuAccount:
         used = self.steps.setdefault(step, {})
         for name, (root, pids, tree) in groups.items():
             used[name] = used.get(name, 0.0) + self._group_delta(name, root, pids, tree)
-        busy, idle = _machine_seconds()
+        busy, idle = machine_seconds()
         if self._machine_last is not None:
             machine = self.machine.setdefault(step, {"busy_s": 0.0, "idle_s": 0.0})
             machine["busy_s"] += busy - self._machine_last[0]

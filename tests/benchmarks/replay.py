@@ -13,9 +13,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+import psutil
+
 from core.catalog import DEFAULT_LOGIC_VERSION
 from core.kafka_io import end_offsets
 from core.settings import Settings
+from tests.benchmarks.cpu import machine_seconds
 from tests.benchmarks.phases import PhaseTimer, phase_lines
 from tests.benchmarks.progress import QueryWatcher
 
@@ -42,6 +45,8 @@ def plain_consumer(settings: Settings, topic: str) -> dict[str, Any]:
         }
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+    me = psutil.Process()
+    own_before, busy_before = sum(me.cpu_times()[:2]), machine_seconds()[0]
     started, seen = time.monotonic(), 0
     try:
         while seen < total and time.monotonic() - started < 600:
@@ -49,7 +54,17 @@ def plain_consumer(settings: Settings, topic: str) -> dict[str, Any]:
     finally:
         consumer.close()
     seconds = time.monotonic() - started
-    return {"records": seen, "seconds": round(seconds, 1), "records_per_s": round(seen / seconds)}
+    busy = machine_seconds()[0] - busy_before
+    return {
+        "records": seen,
+        "seconds": round(seconds, 1),
+        "records_per_s": round(seen / seconds),
+        # What reading alone costs, the consumer (librdkafka's threads are this process's) and
+        # the machine (the broker too; nothing else runs then): the CPU left for the work itself.
+        "consumer_cpu_s": round(sum(me.cpu_times()[:2]) - own_before, 1),
+        "machine_busy_cpu_s": round(busy, 1),
+        "machine_cpu_us_per_record": round(busy / max(seen, 1) * 1e6, 2),
+    }
 
 
 def state_sizes(settings: Settings, stream: str) -> dict[str, Any]:
@@ -150,7 +165,8 @@ def run(
             f"micro-batches of up to {max_offsets_per_trigger:,}; start to switch "
             f"{result.seconds_to_switch:.1f}s; a plain consumer reads the topic at "
             f"{plain['records_per_s']:,} records/s (replay = "
-            f"{figures['replay_vs_plain_consumer']:.0%} of it)",
+            f"{figures['replay_vs_plain_consumer']:.0%} of it), for "
+            f"{plain['machine_cpu_us_per_record']} CPU-µs of the machine a record",
             flush=True,
         )
     for line in phase_lines(figures["engine_phases"]):
