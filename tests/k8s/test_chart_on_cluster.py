@@ -84,36 +84,28 @@ def oracle(kube: Kube, release: str, workdir: Path) -> OracleResult:
     workload.generate(
         workload.WorkloadSpec(seed=11, events=2000, late_fraction=0.0), events, profiles
     )
-    with _event_time_streams_stopped(kube, release):
+    with _streams_stopped(kube):
         _produce_from_a_pod(kube, events, profiles)
     return compute_views(load_jsonl_values(events), load_profiles_jsonl(profiles))
 
 
 @contextlib.contextmanager
-def _event_time_streams_stopped(kube: Kube, release: str) -> Iterator[None]:
-    """The speed layer and the Kappa job stopped while the workload is produced, then started
-    again (from their checkpoints). The file holds four hours of event time, produced within
-    a second or so: a micro-batch that started meanwhile could see one partition's records
-    and not yet another's, and the stream's one watermark, advanced by the first, would then
-    drop the second's as late (seen once in CI: 1,691 of 2,000 events). Live traffic is
-    produced as it happens, so its partitions never lie hours apart."""
-    components = {"lambda": ["speed-layer"], "kappa": ["kappa-stream"]}.get(
-        release, ["speed-layer", "kappa-stream"]
-    )
-    for component in components:
-        pods = kube.names("pod", "-l", f"{COMPONENT}={component}")
-        kube.kubectl("scale", f"deployment/{RELEASE}-{component}", "--replicas=0")
-        for pod in pods:
-            kube.kubectl("wait", "--for=delete", f"pod/{pod}", "--timeout=300s", check=False)
-    try:
+def _streams_stopped(kube: Kube) -> Iterator[None]:
+    """The release's streams paused (`make cluster-compare`'s pause) and their pods gone while
+    the workload is produced; back afterwards, from their checkpoints. The file holds four
+    hours of event time, produced within a second or so: a micro-batch that started meanwhile
+    could see one partition's records and not yet another's, and the stream's one watermark,
+    advanced by the first, would then drop the second's as late (seen once in CI: 1,691 of
+    2,000 events). Live traffic is produced as it happens, so its partitions never lie hours
+    apart."""
+    kubectl = compare.Kubectl((kube.kubectl_bin, "--namespace", kube.namespace), kube.env())
+    streams = ",".join(compare.STREAMS)
+    with compare.streams_paused(kubectl, RELEASE, lambda _line: None):
+        kube.kubectl(
+            "wait", "--for=delete", "pod", "-l", f"{COMPONENT} in ({streams})",
+            "--timeout=300s", timeout=330, check=False,
+        )  # fmt: skip
         yield
-    finally:
-        for component in components:
-            kube.kubectl("scale", f"deployment/{RELEASE}-{component}", "--replicas=1")
-            kube.kubectl(
-                "rollout", "status", f"deployment/{RELEASE}-{component}", "--timeout=600s",
-                timeout=660,
-            )  # fmt: skip
 
 
 def _produce_from_a_pod(kube: Kube, events: Path, profiles: Path) -> None:
