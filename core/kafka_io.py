@@ -35,6 +35,32 @@ _PRODUCER_CONFIG = {
 }
 
 
+def partition_for(key: bytes, partitions: int) -> int:
+    """The partition a record keyed `key` goes to: Java's default partitioner, which
+    `_PRODUCER_CONFIG`'s murmur2 partitioner matches (Kafka's ``Utils.murmur2``, made positive,
+    modulo the partition count). What a user's events share, computed without a broker."""
+    mask = 0xFFFFFFFF
+    m = 0x5BD1E995
+    length = len(key)
+    h = (0x9747B28C ^ length) & mask
+    whole = length - length % 4
+    for i in range(0, whole, 4):
+        k = int.from_bytes(key[i : i + 4], "little")
+        k = (k * m) & mask
+        k ^= k >> 24
+        k = (k * m) & mask
+        h = ((h * m) & mask) ^ k
+    tail = key[whole:]
+    if tail:
+        for shift, byte in enumerate(tail):
+            h ^= byte << (8 * shift)
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return (h & 0x7FFFFFFF) % partitions
+
+
 KAFKA_TIMESTAMP_MAX = 2**63 - 1
 """A record timestamp is a signed 64-bit count of milliseconds."""
 

@@ -31,7 +31,9 @@ Guarantees of the events file (what the tests check):
   occurrence is the event); first occurrences' ``event_ts`` lie in ``[start_ms, start_ms +
   hours)``;
 * a late event (``late_events``) is a valid first occurrence whose ``event_ts`` is more than
-  ``watermark_delay_ms`` behind the greatest ``event_ts`` of the valid lines before it;
+  ``watermark_delay_ms`` behind the greatest ``event_ts`` of the valid lines before it on its
+  partition of ``events`` (its user's, by the producer's partitioner): CONTRACT §3's rule
+  when every record is a micro-batch of its own, so a stream drops at most these;
 * clicks name the ``event_id`` of a valid search of the same user, most within minutes, some
   exactly 30 minutes and some more than 30 minutes after it;
 * invalid lines (each kind of CONTRACT 1) carry a ``user_id`` whenever they are JSON objects.
@@ -57,6 +59,7 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from core.catalog import CLICK_WINDOW_MS, SESSION_GAP_MS
+from core.event_clock import EventClocks
 from core.events import (
     DEVICE_AFTER_SENT,
     EVENT_TYPES,
@@ -68,11 +71,13 @@ from core.events import (
     UNKNOWN_TYPE,
     WRONG_TYPE,
 )
+from core.kafka_io import partition_for
 from core.settings import Settings
 from core.times import DAY_MS, HOUR_MS, MINUTE_MS, iso
 
 DEFAULT_START_MS: Final = 1_793_520_000_000  # 2026-11-01T08:00:00Z
 _DEFAULT_DELAY_MINUTES: Final[int] = Settings.model_fields["watermark_delay_minutes"].default
+_DEFAULT_PARTITIONS: Final[int] = Settings.model_fields["events_partitions"].default
 DEFAULT_WATERMARK_DELAY_MS: Final = _DEFAULT_DELAY_MINUTES * MINUTE_MS
 """The settings' default, for a workload generated without settings (tests, benchmarks)."""
 
@@ -208,6 +213,7 @@ class WorkloadSpec:
     tombstone_fraction: float = 0.05  # users deleted during the span (half come back)
     profile_tie_fraction: float = 0.03  # users with two versions at the same updated_ts
     watermark_delay_ms: int = DEFAULT_WATERMARK_DELAY_MS  # only for counting late events
+    partitions: int = _DEFAULT_PARTITIONS  # of `events`: only for counting late events
 
     def __post_init__(self) -> None:
         if self.events < 0:
@@ -216,6 +222,8 @@ class WorkloadSpec:
             raise ValueError(f"hours must be > 0 and at most {MAX_HOURS:g}, got {self.hours}")
         if self.users is not None and self.users < 1:
             raise ValueError(f"users must be >= 1, got {self.users}")
+        if self.partitions < 1:
+            raise ValueError(f"partitions must be >= 1, got {self.partitions}")
         for name in (
             "late_fraction",
             "delayed_fraction",
@@ -275,7 +283,7 @@ class WorkloadStats:
     duplicates: int = 0  # later copies of a valid event_id
     invalid: dict[str, int] = field(default_factory=lambda: dict.fromkeys(INVALID_KINDS, 0))
     invalid_reasons: dict[str, int] = field(default_factory=dict)  # full parse_event reasons
-    late_events: int = 0  # valid events behind the watermark at their place in the log
+    late_events: int = 0  # valid events behind their partition's watermark in the log
     by_type: dict[str, int] = field(default_factory=lambda: dict.fromkeys(EVENT_TYPES, 0))
     users: int = 0  # distinct users with a valid event
     clicks_at_30_min: int = 0  # clicks exactly 30 min after their search (still counted)
@@ -352,6 +360,7 @@ class _User:
         "just_over",
         "last_search",
         "left",
+        "partition",
         "pos",
         "profiled",
         "session_left",
@@ -363,9 +372,10 @@ class _User:
         "window_end",
     )
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, partitions: int) -> None:
         self.index = index
         self.uid = f"u-{index}"
+        self.partition = partition_for(self.uid.encode(), partitions)
         self.skew = 0
         self.left = 0  # items (lines other than duplicates) still to come, deferred clicks too
         self.session_left = 0
@@ -413,7 +423,8 @@ class _Generator:
         self.buckets: dict[int, list[tuple[int, int, _User | _DeferredClick]]] = {}
         self.current: list[tuple[int, int, _User | _DeferredClick]] = []
         self.current_bucket = -1
-        self.out: list[tuple[int, int, str, int]] = []  # (received_ts, seq, line, event_ts|-1)
+        # (received_ts, seq, line, event_ts, partition); -1 for both but on valid first ones
+        self.out: list[tuple[int, int, str, int, int]] = []
         self.profiles: list[tuple[int, int, int, str | None]] = []  # (ts, seq, user, segment)
         self.rem_items = spec.unique_events + spec.invalid_lines
         self.rem_invalid = spec.invalid_lines
@@ -425,6 +436,7 @@ class _Generator:
         self.kind_queue = kinds  # the first invalid lines cover every kind
         self.variants: dict[str, int] = {}  # invalid lines made so far, per kind
         self.max_event_ts = -1
+        self.clocks = EventClocks()  # per partition, as CONTRACT §3's late rule reads them
         self.buffer: list[str] = []
 
     # -- planning ------------------------------------------------------------------------------
@@ -443,7 +455,7 @@ class _Generator:
             alloc[i] += 1
         del weights
         for i, n in enumerate(alloc, start=1):
-            user = _User(i)
+            user = _User(i, spec.partitions)
             first = self._plan_sessions(user, n)
             self._plan_profile(user, first)
             self._schedule(first, user)
@@ -584,13 +596,14 @@ class _Generator:
         out, buffer, stats = self.out, self.buffer, self.stats
         watermark_delay = self.spec.watermark_delay_ms
         while out and (before is None or out[0][0] < before):
-            _, _, line, event_ts = heappop(out)
+            _, _, line, event_ts, partition = heappop(out)
             buffer.append(line)
             if event_ts >= 0:
-                if event_ts < self.max_event_ts - watermark_delay:
+                if self.clocks.is_late(partition, event_ts, watermark_delay):
                     stats.late_events += 1
-                elif event_ts > self.max_event_ts:
-                    self.max_event_ts = event_ts
+                else:
+                    self.clocks.advance(partition, event_ts)
+                self.max_event_ts = max(self.max_event_ts, event_ts)
                 if stats.first_event_ts is None or event_ts < stats.first_event_ts:
                     stats.first_event_ts = event_ts
         if len(buffer) >= _FLUSH_LINES:
@@ -732,7 +745,7 @@ class _Generator:
             line, reason = self._corrupt(invalid_kind, payload)
             stats.invalid[invalid_kind] += 1
             stats.invalid_reasons[reason] = stats.invalid_reasons.get(reason, 0) + 1
-            self._push(received, line, -1)
+            self._push(received, line)
             return
         # a valid event, first occurrence
         rem_unique = self.rem_unique
@@ -749,7 +762,7 @@ class _Generator:
         )
         stats.lines += 1
         self.seq += 1
-        heappush(self.out, (received, self.seq, f"{head}{received}}}", e))
+        heappush(self.out, (received, self.seq, f"{head}{received}}}", e, user.partition))
         stats.valid_events += 1
         stats.by_type[etype] += 1
         if not user.has_valid:
@@ -783,7 +796,7 @@ class _Generator:
         span = self.spec.max_retry_delay_ms - 100
         for _ in range(copies):
             received += 100 + int(rng.random() * span)
-            self._push(received, f"{head}{received}}}", -1)
+            self._push(received, f"{head}{received}}}")
             self.stats.duplicates += 1
 
     def _maybe_defer_click(self, user: _User, search_id: str, e: int, query: int) -> None:
@@ -818,10 +831,11 @@ class _Generator:
             return 0  # a free order: valid, amount 0
         return int(rng.lognormvariate(8.0, 0.8)) // 100 * 100 + 99
 
-    def _push(self, received: int, line: str, event_ts: int) -> None:
+    def _push(self, received: int, line: str) -> None:
+        """A line that is no valid first occurrence (a retry, an invalid line)."""
         self.stats.lines += 1
         self.seq += 1
-        heappush(self.out, (received, self.seq, line, event_ts))
+        heappush(self.out, (received, self.seq, line, -1, -1))
 
     def _corrupt(self, kind: str, payload: dict[str, Any]) -> tuple[str, str]:
         """The invalid line of ``kind`` made from a valid payload, and its parse_event reason."""

@@ -11,9 +11,11 @@ inbox (``stream_engine.inbox``) and handed to the merge thread; Spark then start
 micro-batch while the merge thread, in batch order:
 
 1. sends invalid records to the stream's quarantine (with the reason);
-2. drops the events behind the event-time watermark (the greatest event time of the earlier
-   micro-batches less the delay, moving only between micro-batches as in Spark) and records
-   each one, so `late_dropped` is a true count and the dropped events can be listed;
+2. drops the events behind the event-time watermark of their own partition (the greatest
+   event time that partition delivered in the earlier micro-batches, less the delay:
+   ``core.event_clock``) and records each one, so `late_dropped` is a true count and the
+   dropped events can be listed; a partition read ahead of another never makes the other's
+   events late;
 3. merges the partial aggregate of its new events (and new profile versions) into the keyed
    state of the keys they touch, on DuckDB, with the shared view definitions
    (``stream_engine.keyed_merge``, ``core.views.PARTIALS``);
@@ -38,6 +40,7 @@ import pyarrow.compute as pc
 
 from core import ingestion
 from core.checkpoints import batch_offsets, checkpoint_id, last_committed
+from core.event_clock import EventClocks
 from core.events import profile_from_record
 from core.kafka_io import lost_records
 from core.object_store import object_store
@@ -344,20 +347,11 @@ class StreamEngine:
     ) -> tuple[BatchOutcome, list[Change], StateWrites]:
         outcome = BatchOutcome(batch_id)
         writes = StateWrites(quarantine=records.quarantine)
-        valid = records.events
-        event_ts = valid.column("event_ts")
-        watermark = progress.watermark_ms
-        if watermark is not None:
-            is_late = pc.fill_null(pc.less(event_ts, watermark), False)
-            late = valid.filter(is_late)
-            writes.late = list(
-                zip(*(late.column(c).to_pylist() for c in _LATE_COLUMNS), strict=True)
-            )
-            on_time = valid.filter(pc.invert(is_late))
-        else:
-            on_time = valid
+        on_time, late = behind_watermark(
+            records.events, progress.clocks, self.spec.watermark_delay_ms
+        )
+        writes.late = list(zip(*(late.column(c).to_pylist() for c in _LATE_COLUMNS), strict=True))
         outcome.invalid, outcome.late = len(writes.quarantine), len(writes.late)
-        max_ts = pc.max(event_ts).as_py()
 
         cutoff = self.spec.cutoff(conn)
         if cutoff is not None:
@@ -371,9 +365,8 @@ class StreamEngine:
         outcome.keys = merged.keys
         outcome.new_events = merged.new_events
 
-        if max_ts is not None:
-            progress.max_event_ts = max(int(max_ts), progress.max_event_ts or int(max_ts))
-            progress.watermark_ms = progress.max_event_ts - self.spec.watermark_delay_ms
+        progress.watermark_ms = progress.clocks.watermark(self.spec.watermark_delay_ms)
+        progress.max_event_ts = progress.clocks.latest()
         progress.late_dropped += outcome.late
         progress.quarantined += outcome.invalid
         return outcome, merged.changes, writes
@@ -401,6 +394,25 @@ def recompute_accepted(
     profiles = log.read(accepted_log.PROFILES, PROFILES)
     keyed = KeyedMerge(spec.stream, spec.session_seeds)
     return keyed.recompute(conn, events, profiles, cutoff, spec.logic(conn))
+
+
+def behind_watermark(
+    events: pa.Table, clocks: EventClocks, delay_ms: int
+) -> tuple[pa.Table, pa.Table]:
+    """A micro-batch's valid first occurrences split into (on time, late) by the rule of
+    ``core.event_clock``: each against its own partition's clock as the earlier micro-batches
+    left it; then the clocks advance with this batch's events."""
+    partitions = sorted(clocks.greatest)
+    thresholds = pa.array([clocks.threshold(p, delay_ms) for p in partitions], pa.int64())
+    at = pc.index_in(events["partition"], value_set=pa.array(partitions, pa.int32()))
+    threshold = pc.take(thresholds, at)  # null where the partition has no clock yet
+    is_late = pc.fill_null(pc.less(events["event_ts"], threshold), False)
+    greatest = events.group_by("partition").aggregate([("event_ts", "max")])
+    for partition, event_ts in zip(
+        greatest["partition"].to_pylist(), greatest["event_ts_max"].to_pylist(), strict=True
+    ):
+        clocks.advance(partition, event_ts)
+    return events.filter(pc.invert(is_late)), events.filter(is_late)
 
 
 _LATE_COLUMNS = ("event_id", "event_ts", "partition", "offset")

@@ -19,6 +19,7 @@ import pyarrow.csv as pa_csv
 from psycopg.types.json import Jsonb
 
 from core.catalog import VIEWS
+from core.event_clock import EventClocks
 from core.store import state
 from core.store.schema import primary_key, realtime_table, rows_per_view
 from core.store.sessions import IN_REACH, reach_parameters
@@ -31,6 +32,7 @@ class StreamProgress:
     stream: str
     last_batch_id: int = -1
     watermark_ms: int | None = None
+    """The least partition's watermark (`meta.speed_watermark`), as of the last batch."""
     max_event_ts: int | None = None
     late_dropped: int = 0
     quarantined: int = 0
@@ -39,6 +41,8 @@ class StreamProgress:
     checkpoint, so progress from another one says nothing about this one's batches."""
     offsets: dict[str, int] = field(default_factory=dict)
     """The next offset to read per ``topic/partition``, after the last committed batch."""
+    clocks: EventClocks = field(default_factory=EventClocks)
+    """The event-time clock of each partition of `events`, after the last committed batch."""
 
 
 class CheckpointMismatchError(RuntimeError):
@@ -80,7 +84,7 @@ Change = Replacement | Upsert
 def load_progress(conn: psycopg.Connection, stream: str) -> StreamProgress:
     row = conn.execute(
         "select last_batch_id, watermark, max_event_time, late_dropped, quarantined, "
-        "checkpoint_id, offsets from stream_progress where stream = %s",
+        "checkpoint_id, offsets, event_clocks from stream_progress where stream = %s",
         (stream,),
     ).fetchone()
     if row is None:
@@ -94,6 +98,7 @@ def load_progress(conn: psycopg.Connection, stream: str) -> StreamProgress:
         int(row[4]),
         row[5],
         {tp: int(offset) for tp, offset in (row[6] or {}).items()},
+        EventClocks.parse(row[7]),
     )
 
 
@@ -219,7 +224,7 @@ def commit_batch(
         conn.execute(
             "update stream_progress set last_batch_id = %s, watermark = %s, max_event_time = %s, "
             "late_dropped = %s, quarantined = %s, checkpoint_id = %s, offsets = %s, "
-            "updated_at = now() where stream = %s",
+            "event_clocks = %s, updated_at = now() where stream = %s",
             (
                 batch_id,
                 optional_timestamp(progress.watermark_ms),
@@ -228,6 +233,7 @@ def commit_batch(
                 progress.quarantined,
                 progress.checkpoint_id,
                 Jsonb(progress.offsets),
+                Jsonb(progress.clocks.stored()),
                 progress.stream,
             ),
         )

@@ -112,6 +112,8 @@ def ddl() -> list[str]:
         # Stores created before progress knew its checkpoint and its offsets.
         "alter table stream_progress add column if not exists checkpoint_id text",
         "alter table stream_progress add column if not exists offsets jsonb",
+        # Stores created before the event-time clock was kept per partition (CONTRACT §3).
+        "alter table stream_progress add column if not exists event_clocks jsonb",
     ]
     statements += state.DDL
     statements += batch_inputs.DDL

@@ -22,7 +22,7 @@ from fastapi.testclient import TestClient
 
 from core import workload
 from core.catalog import VIEW_NAMES
-from core.kafka_io import produce_file
+from core.kafka_io import partition_for, produce_file
 from core.oracle import (
     OracleResult,
     compute_views,
@@ -96,9 +96,11 @@ def test_drain_equals_the_oracle_with_late_data_dropped_and_counted(kappa, spark
     assert meta["view_version"] == 1 and meta["late_dropped"] == len(late_ids) > 0
     assert meta["quarantined"] == expected.quarantined
 
-    # Exactly the events behind the watermark are dropped: append a few events around it.
+    # Exactly the events behind their partition's watermark are dropped: append a few events
+    # around it, on the partition of their user.
     with connect(settings) as conn:
-        watermark = realtime.load_progress(conn, kappa_stream(1)).watermark_ms
+        clocks = realtime.load_progress(conn, kappa_stream(1)).clocks
+    watermark = clocks.threshold(partition_for(b"u-edge", settings.events_partitions), WATERMARK_MS)
     assert watermark is not None
     extra = kappa["folder"] / "extra.jsonl"
     behind = [watermark - 60_000, watermark - 1]  # behind the watermark: dropped
@@ -191,8 +193,8 @@ def test_a_batch_spark_committed_before_the_store_is_merged_from_the_inbox_at_a_
     stream = kappa_stream(version.version)
     with connect(settings) as conn:
         before = realtime.load_progress(conn, stream)
-    assert before.watermark_ms is not None
-    start = before.watermark_ms + 60_000
+    assert before.max_event_ts is not None
+    start = before.max_event_ts + 60_000  # behind no partition's clock: none of them late
     lines = [
         {
             "event_id": f"inbox-{i}",

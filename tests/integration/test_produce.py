@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core import workload
-from core.kafka_io import read_topic
+from core.kafka_io import partition_for, read_topic
 from core.settings import Settings
 from tests.conftest import run_lk
 from tests.integration.helpers import fresh_topic
@@ -60,6 +60,8 @@ def test_events_read_back_intact_keyed_and_in_partition_order(
             continue
         if isinstance(obj, dict) and isinstance(obj.get("user_id"), str):
             assert record.key == obj["user_id"].encode()
+            # Where the workload and the oracle place a user's events without asking Kafka.
+            assert record.partition == partition_for(obj["user_id"].encode(), 6)
             if type(obj.get("received_ts")) is int:
                 assert record.timestamp_ms == obj["received_ts"]
     assert not_json > 0  # the workload has lines that are not JSON; they arrive as raw bytes

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.kafka_io import _record_for
+from core.kafka_io import _record_for, partition_for
 
 
 def test_a_valid_line_is_keyed_by_user_and_stamped_with_its_time() -> None:
@@ -66,3 +67,19 @@ def test_watermarks_are_asked_again_while_librdkafka_does_not_know_the_partition
     consumer = Consumer()
     assert _watermarks(consumer, object(), timeout_s=10) == (0, 42)
     assert consumer.calls == 3
+
+
+@pytest.mark.parametrize(
+    ("key", "murmur2"),
+    # Kafka's own Utils.murmur2 of these keys (signed 32-bit), quoted by clients that match it.
+    [
+        ("1", -1993445489),
+        ("12", 126087238),
+        ("123", -267702483),
+        ("1234", -1614185708),
+        ("12345", -1188365604),
+    ],
+)
+def test_partition_for_is_kafkas_murmur2_made_positive(key: str, murmur2: int) -> None:
+    assert partition_for(key.encode(), 2**31) == murmur2 & 0x7FFFFFFF
+    assert partition_for(key.encode(), 6) == (murmur2 & 0x7FFFFFFF) % 6
