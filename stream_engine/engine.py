@@ -49,7 +49,7 @@ from core.spark import start_checkpointed
 from core.store import realtime
 from core.store.connection import connect, stream_lock
 from core.store.realtime import Change, StreamProgress
-from core.store.state import StateWrites
+from core.store.state import StateRows, StateWrites
 from core.times import to_ms
 from core.views import tables
 from core.views.query import Query
@@ -384,7 +384,7 @@ class StreamEngine:
 
 def recompute_accepted(
     spec: StreamSpec, conn: psycopg.Connection, cutoff: int | None
-) -> tuple[list[Change], dict[str, list[tuple[str, str]]]]:
+) -> tuple[list[Change], dict[str, StateRows]]:
     """Lambda's hand-off: every real-time row and state of the stream from its accepted log,
     for event time from `cutoff` on, under the logic version now in force, as
     ``finish(partial(events))`` on DuckDB (no Spark: the publish step runs without one)."""

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from core.catalog import VIEWS
 from core.store import sessions, state
 from core.store.realtime import Change, Replacement, Upsert
-from core.store.state import StateUpdate, totals_name
+from core.store.state import StateKeys, StateRows, StateUpdate, totals_name
 from core.times import to_ms
 from core.views import PARTIALS
 from core.views.partials import ROWS, PartialAggregate
@@ -100,7 +100,7 @@ class KeyedMerge:
         return events if logic is None else self._run(logic, in_events=events)
 
     def _stored(
-        self, conn: psycopg.Connection, name: str, keys: list[str], schema: pa.Schema
+        self, conn: psycopg.Connection, name: str, keys: StateKeys, schema: pa.Schema
     ) -> pa.Table:
         return state_rows.table(state.load(conn, self.stream, name, keys), schema)
 
@@ -141,10 +141,10 @@ class KeyedMerge:
             return 0
         view = aggregate.view
         schema = aggregate.schema.to_pyarrow()
-        before = self._stored(conn, view, state_rows.keys(self._db, fresh, aggregate.key), schema)
+        before = self._stored(conn, view, state_rows.keys(fresh, aggregate.key), schema)
         after = self._run(aggregate.merge_query, in_before=before, in_fresh=fresh)
         delta = self._run(aggregate.delta_query, in_before=before, in_after=after)
-        total_keys = state_rows.keys(self._db, delta, aggregate.total_key)
+        total_keys = state_rows.keys(delta, aggregate.total_key)
         totals_schema = aggregate.totals_schema.to_pyarrow()
         old = self._stored(conn, totals_name(view), total_keys, totals_schema)
         totals = self._run(aggregate.add_totals_query, in_totals=old, in_delta=delta)
@@ -153,12 +153,12 @@ class KeyedMerge:
         changed = after
         if aggregate.changed_query is not None:
             changed = self._run(aggregate.changed_query, in_before=before, in_after=after)
-        merged.updates.append(StateUpdate(view, state_rows.pairs(self._db, changed, aggregate.key)))
+        merged.updates.append(StateUpdate(view, state_rows.rows(self._db, changed, aggregate.key)))
         merged.updates.append(
             StateUpdate(
                 totals_name(view),
-                upserts=state_rows.pairs(self._db, kept, aggregate.total_key),
-                deletes=state_rows.keys(self._db, gone, aggregate.total_key),
+                upserts=state_rows.rows(self._db, kept, aggregate.total_key),
+                deletes=state_rows.keys(gone, aggregate.total_key),
             )
         )
         spec = VIEWS[view]
@@ -212,7 +212,7 @@ class KeyedMerge:
         profiles: pa.Table,
         cutoff: int | None,
         logic: Query | None,
-    ) -> tuple[list[Change], dict[str, list[tuple[str, str]]]]:
+    ) -> tuple[list[Change], dict[str, StateRows]]:
         """Every view's rows and state from `events` alone (those `logic` keeps):
         ``finish(partial(events))``."""
         with self._connected():
@@ -220,16 +220,16 @@ class KeyedMerge:
 
     def _recompute(
         self, conn: psycopg.Connection, events: pa.Table, profiles: pa.Table, cutoff: int | None
-    ) -> tuple[list[Change], dict[str, list[tuple[str, str]]]]:
+    ) -> tuple[list[Change], dict[str, StateRows]]:
         changes: list[Change] = []
-        states: dict[str, list[tuple[str, str]]] = {}
+        states: dict[str, StateRows] = {}
         for aggregate in PARTIALS.values():
             if not aggregate.additive:
                 continue
             partial = self._run(aggregate.partial_query, in_events=events, in_profiles=profiles)
-            states[aggregate.view] = state_rows.pairs(self._db, partial, aggregate.key)
+            states[aggregate.view] = state_rows.rows(self._db, partial, aggregate.key)
             totals = self._run(aggregate.totals_query, in_partial=partial)
-            states[totals_name(aggregate.view)] = state_rows.pairs(
+            states[totals_name(aggregate.view)] = state_rows.rows(
                 self._db, totals, aggregate.total_key
             )
             rows = self._run(aggregate.finish_totals_query, in_totals=totals)

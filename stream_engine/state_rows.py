@@ -1,18 +1,13 @@
-"""Partial rows between Arrow (what DuckDB gives and takes) and the store's keyed state (text).
+"""Partial rows between Arrow (what DuckDB gives and takes) and the store's keyed state.
 
-``core.store.state`` keeps each partial row as JSON under the JSON of its key: an object of the
-key's columns (``{"page":"/home","_window_start_ms":...}``), and of all the row's columns for
-the value, NULL fields left out. That is the spelling of ``orjson.dumps`` of the row as a dict
-(``_python_objects``), which every state in a store was written with: a key spelled otherwise
-would miss its stored value, and count its events twice.
+``core.store.state`` keeps each partial row as JSON text under its key, typed columns: the
+partial's one string column (``key_text``) and one epoch-ms column (``key_ms``), either or
+both. Being values, keys match however a row came to be written: no spelling must agree.
 
-A micro-batch of a replay encodes a few hundred thousand rows: one by one in Python that cost
-3.6 µs a row (a tenth of a replay's time), so rows are encoded by DuckDB's ``to_json`` (84,000
-`search_ctr` rows, key and value: 0.30 s in Python, 0.08 s so) and decoded by Arrow's JSON
-reader (0.19 s with orjson, 0.04 s). DuckDB spells two things otherwise: a
-NULL field (written, not left out) and the escape of a control character (``\\u001F`` for
-``\\u001f``). The rows with either are encoded in Python, so the spelling stays the same byte
-for byte (``tests/unit/test_state_rows.py`` checks it on random rows).
+A micro-batch of a replay writes a few hundred thousand rows: one by one in Python that cost
+3.6 µs a row (a tenth of a replay's time), so values are encoded by DuckDB's ``to_json``
+(84,000 `search_ctr` rows: 0.30 s in Python, 0.08 s so) and decoded by Arrow's JSON reader
+(0.19 s with orjson, 0.04 s).
 """
 
 from __future__ import annotations
@@ -21,11 +16,10 @@ import io
 from collections.abc import Sequence
 
 import duckdb
-import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from core.store.state import NO_MS, NO_TEXT, StateKeys, StateRows
 from core.times import to_ms
 from core.views.query import registered
 
@@ -33,72 +27,47 @@ INTERVAL_COLUMNS = ("user_id", "session_start", "session_end", "events")
 _ROWS = "_state_rows"
 
 
-def _python_objects(table: pa.Table, columns: Sequence[str]) -> list[str]:
-    """The reference spelling, a row at a time."""
-    rows = table.select(list(columns)).to_pylist()
-    return [orjson.dumps({k: v for k, v in row.items() if v is not None}).decode() for row in rows]
+def key_columns(schema: pa.Schema, key: Sequence[str]) -> tuple[str | None, str | None]:
+    """Which of `key`'s columns is the state's ``key_text`` and which its ``key_ms``; a key of
+    another shape is refused (the store has no column for it)."""
+    text = [c for c in key if pa.types.is_string(schema.field(c).type)]
+    ms = [c for c in key if pa.types.is_integer(schema.field(c).type)]
+    if len(text) > 1 or len(ms) > 1 or len(text) + len(ms) != len(key) or not key:
+        raise ValueError(
+            f"a state's key is one string column, one integer column (epoch ms), or both: "
+            f"not {', '.join(f'{c} {schema.field(c).type}' for c in key) or 'nothing'}"
+        )
+    return (text[0] if text else None), (ms[0] if ms else None)
 
 
-def _spelled_alike(data_type: pa.DataType) -> bool:
-    """Whether DuckDB's JSON of a value of this type is orjson's (floats and times are not:
-    their digits and formats differ; no partial has one today)."""
-    if pa.types.is_string(data_type) or pa.types.is_large_string(data_type):
-        return True
-    if pa.types.is_integer(data_type) or pa.types.is_boolean(data_type):
-        return True
-    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
-        return _spelled_alike(data_type.value_type)
-    if pa.types.is_struct(data_type):
-        return all(_spelled_alike(data_type.field(i).type) for i in range(data_type.num_fields))
-    return False
-
-
-def _objects(
-    con: duckdb.DuckDBPyConnection, table: pa.Table, columns: Sequence[Sequence[str]]
-) -> list[list[str]]:
-    """For each group of `columns`, each row's JSON object of that group's columns."""
-    if table.num_rows == 0:
-        return [[] for _ in columns]
-    names = list(dict.fromkeys(c for group in columns for c in group))
-    if not all(_spelled_alike(table.schema.field(c).type) for c in names):
-        return [_python_objects(table, group) for group in columns]
-    packed = ", ".join(
-        f"to_json(struct_pack({', '.join(_quoted(c) for c in group)})) as j{i}"
-        for i, group in enumerate(columns)
+def keys(table: pa.Table, key: Sequence[str]) -> StateKeys:
+    """The state key of each row."""
+    text, ms = key_columns(table.schema, key)
+    n = table.num_rows
+    return StateKeys(
+        texts=table.column(text).to_pylist() if text else [NO_TEXT] * n,
+        ms=table.column(ms).to_pylist() if ms else [NO_MS] * n,
     )
-    with registered(con, **{_ROWS: table.select(names)}):
+
+
+def rows(con: duckdb.DuckDBPyConnection, table: pa.Table, key: Sequence[str]) -> StateRows:
+    """Each row's key and value, as the state keeps them."""
+    return StateRows(keys(table, key), _values(con, table))
+
+
+def _values(con: duckdb.DuckDBPyConnection, table: pa.Table) -> list[str]:
+    """Each row as a JSON object of all its columns."""
+    if table.num_rows == 0:
+        return []
+    packed = ", ".join(_quoted(c) for c in table.column_names)
+    with registered(con, **{_ROWS: table}):
         # Row order is kept: DuckDB preserves insertion order when a query has no ORDER BY.
-        encoded = con.sql(f"select {packed} from {_ROWS}").to_arrow_table()
-    results = []
-    for i, group in enumerate(columns):
-        column = encoded.column(f"j{i}")
-        unlike = pc.match_substring(column, "\\u")
-        for c in group:
-            unlike = pc.or_(unlike, pc.is_null(table.column(c)))
-        objects = column.to_pylist()
-        where = pc.indices_nonzero(pc.fill_null(unlike, True)).to_pylist()
-        if where:
-            for index, fixed in zip(where, _python_objects(table.take(where), group), strict=True):
-                objects[index] = fixed
-        results.append(objects)
-    return results
+        encoded = con.sql(f"select to_json(struct_pack({packed})) as j from {_ROWS}")
+        return encoded.to_arrow_table().column("j").to_pylist()
 
 
 def _quoted(column: str) -> str:
     return '"' + column.replace('"', '""') + '"'
-
-
-def keys(con: duckdb.DuckDBPyConnection, table: pa.Table, key: Sequence[str]) -> list[str]:
-    """The state key of each row."""
-    return _objects(con, table, [key])[0]
-
-
-def pairs(
-    con: duckdb.DuckDBPyConnection, table: pa.Table, key: Sequence[str]
-) -> list[tuple[str, str]]:
-    """(key, value) of each row, as the state keeps them."""
-    encoded_keys, values = _objects(con, table, [key, table.column_names])
-    return list(zip(encoded_keys, values, strict=True))
 
 
 def table(values: Sequence[str], schema: pa.Schema) -> pa.Table:

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 from core.store import realtime
 from core.store import sessions as stored_sessions
 from core.store import state as stream_state
+from stream_engine import engine as engine_module
 from stream_engine import keyed_merge, state_rows
 from stream_engine.accepted_log import AcceptedLog
 from stream_engine.engine import StreamEngine
@@ -46,6 +47,10 @@ _STEPS: dict[str, tuple[Any, str]] = {
         "_collect",
     ),
     "the micro-batch into the inbox (Arrow IPC on MinIO)": (Inbox, "put"),
+    "the stream's progress and claim (Postgres)": (StreamEngine, "_progress"),
+    "the checkpoint's offsets log, read back": (engine_module, "batch_offsets"),
+    "the lost-records check (Kafka's log start and end)": (engine_module, "lost_records"),
+    "the micro-batch out of the inbox (a delete on MinIO)": (Inbox, "remove"),
     "accepted log appends (Lambda, Parquet on MinIO)": (AcceptedLog, "append"),
     "additive views (DuckDB): partial, merge, delta, totals": (KeyedMerge, "_additive"),
     "sessions merge (DuckDB)": (KeyedMerge, "_sessions"),
@@ -57,7 +62,7 @@ _CALLS: dict[str, tuple[Any, str]] = {}
 _DETAILS: dict[str, tuple[Any, str]] = {
     "  within merges: DuckDB queries": (keyed_merge, "on_duckdb"),
     "  within merges: keyed state lookups (Postgres)": (stream_state, "load"),
-    "  within merges: partial rows to JSON": (state_rows, "pairs"),
+    "  within merges: partial rows to JSON": (state_rows, "rows"),
     "  within sessions merge: the users' sessions (Postgres)": (
         stored_sessions,
         "stream_sessions",

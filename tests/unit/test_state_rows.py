@@ -1,10 +1,8 @@
-"""The keyed state's spelling (``stream_engine.state_rows``), property-based.
+"""The keyed state's rows (``stream_engine.state_rows``), property-based.
 
-Every state in a store was written as ``orjson.dumps`` of the row as a dict, NULL fields left
-out; a key spelled otherwise by a later micro-batch would miss its stored value. So on random
-rows of every partial's and totals' schema (any Unicode, control characters, NULLs at the top
-and inside, the int64 extremes), the vectorized encoding must be that spelling byte for byte,
-and decoding must give the rows back.
+On random rows of every partial's and totals' schema (any Unicode, control characters, NULLs at
+the top and inside, the int64 extremes), each row's key is its key columns' values, typed, and
+its value decodes back to the row. A key of a shape the store has no columns for is refused.
 """
 
 from __future__ import annotations
@@ -12,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
-import orjson
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.store.state import NO_MS, NO_TEXT
 from core.views import PARTIALS
 from stream_engine import state_rows
 
@@ -56,10 +54,6 @@ def rows(schema: pa.Schema, top_nulls: bool) -> st.SearchStrategy[list[dict[str,
     return st.lists(row, max_size=12)
 
 
-def reference(row: dict[str, Any], columns: tuple[str, ...] | list[str]) -> str:
-    return orjson.dumps({c: row[c] for c in columns if row[c] is not None}).decode()
-
-
 @pytest.fixture(scope="module")
 def con() -> duckdb.DuckDBPyConnection:
     return duckdb.connect()
@@ -76,10 +70,20 @@ def test_keys_and_values_are_spelled_as_stored_and_read_back(
     table = pa.Table.from_pylist(drawn, schema=schema)
     stored = table.to_pylist()  # each row's fields, nested ones too, in the schema's order
 
-    pairs = state_rows.pairs(con, table, key)
-    assert pairs == [(reference(r, key), reference(r, schema.names)) for r in stored]
-    assert state_rows.keys(con, table, key) == [k for k, _ in pairs]
-    assert state_rows.table([v for _, v in pairs], schema).to_pylist() == stored
+    text, ms = state_rows.key_columns(schema, key)
+    encoded = state_rows.rows(con, table, key)
+    assert list(encoded.keys.texts) == [r[text] if text else NO_TEXT for r in stored]
+    assert list(encoded.keys.ms) == [r[ms] if ms else NO_MS for r in stored]
+    assert state_rows.keys(table, key) == encoded.keys
+    assert state_rows.table(encoded.values, schema).to_pylist() == stored
+
+
+def test_a_key_the_store_has_no_columns_for_is_refused() -> None:
+    schema = pa.schema([("a", pa.string()), ("b", pa.string()), ("t", pa.int64())])
+    assert state_rows.key_columns(schema, ("t", "a")) == ("a", "t")
+    for key in (("a", "b"), ("a", "b", "t"), ()):
+        with pytest.raises(ValueError, match="one string column, one integer column"):
+            state_rows.key_columns(schema, key)
 
 
 def test_an_empty_state_reads_as_an_empty_table() -> None:
