@@ -134,11 +134,28 @@ def cpu_lines(results: dict[str, Any], groups: int = 4) -> str:
     return "\n".join(lines)
 
 
+def _kind() -> str:
+    """The CPU's model, and whether Linux runs under a hypervisor (the `hypervisor` flag)."""
+    model, virtual = platform.processor() or "unknown CPU", False
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+            model = value.strip()
+        elif key.strip() == "flags":
+            virtual = "hypervisor" in value.split()
+    return f"{'a virtual machine' if virtual else 'a physical machine'}, {model}"
+
+
 def machine() -> dict[str, Any]:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return {
         "cpus": os.cpu_count(),
         "memory_gib": round(memory / GIB, 1),
+        "kind": _kind(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],

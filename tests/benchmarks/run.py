@@ -1,9 +1,11 @@
 """`make bench`: measured figures, printed and saved (benchmarks are not tests: nothing here
 asserts a speed).
 
-    make bench                          # 5,100,000 log records (BENCH_EVENTS): ~15 min on 2 cores
+    make bench                          # 5,100,000 log records (BENCH_EVENTS): ~30 min on 2 cores
     make bench BENCH_EVENTS=200000      # a quicker run (the API step alone takes ~5 min)
     BENCH_TIME_LIMIT=5100 make bench    # the replay, last, gets what time is left
+    uv run python -m tests.benchmarks.run --steps sweep --sweep-sizes 10000,30000 \
+        --sweep-json out/bench/sweep-quick.json    # the sweep alone, small
     uv run python -m tests.benchmarks.run --help
 
 Steps, each in its own module:
@@ -21,10 +23,16 @@ Steps, each in its own module:
 5. `api`: the serving API at constant request rates (`hey`) while the speed layer ingests: a
    filtered query, a 1,000-row page, 304 revalidation, the highest rate held at p99 <= 10 ms,
    and `pgbench -S` on the same Postgres for comparison (`--steps api` alone: ~5 minutes);
-6. `replay`: Kappa: `Reprocess(...).run()` from offset 0 of the same log (events/s, time to the
+6. `sweep`: reprocessing at several sizes of the log (`--sweep-sizes`, default 10,000, 100,000,
+   1M and 5M lines; ~10 min on 2 cores), each size in a namespace of its own: Lambda's archive,
+   then its recompute to readers switched (`lk batch --drain`, `lk step publish`), and Kappa's
+   replay from offset 0 to the switch (`lk reprocess`), each a cold `lk` process as the chart
+   runs it (seconds, CPU-seconds and peak RSS of the driver and its JVM); the points also go to
+   `--sweep-json` (default docs/bench/sweep-<date>.json: a quick run should write elsewhere);
+7. `replay`: Kappa: `Reprocess(...).run()` from offset 0 of the same log (events/s, time to the
    switch), next to the Lambda recompute of the same history (last: the longest step, and the
    one `--replay-budget` may cut short);
-7. throughout, `rss`: the stack's resident memory, sampled every second.
+8. throughout, `rss`: the stack's resident memory, sampled every second.
 
 It ends with a table of each figure next to its aim and writes everything to
 out/bench/<timestamp>.json (after every step, so an interrupted run keeps what it measured; a
@@ -48,11 +56,12 @@ from pathlib import Path
 from typing import Any
 
 from core.settings import Settings, get_settings
+from tests.benchmarks import sweep
 from tests.benchmarks.report import GIB, Results, cpu_lines, machine, table
 from tests.benchmarks.rss import RssSampler, stack_pids
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = ("workload", "batch", "duckdb", "speed", "api", "replay")
+STEPS = ("workload", "batch", "duckdb", "speed", "api", "sweep", "replay")
 DEFAULT_EVENTS = 5_100_000  # 1% of the lines are invalid: over 5M events still reach the master
 TEARDOWN_RESERVE_S = 300.0  # stopping Spark, deleting the namespaces, stopping services
 
@@ -126,6 +135,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "done (env BENCH_REPLAY_BUDGET; default: no limit)",
     )
     parser.add_argument(
+        "--sweep-sizes",
+        default=os.environ.get("BENCH_SWEEP_SIZES", ",".join(map(str, sweep.DEFAULT_SIZES))),
+        help="lines in the log at each size of the sweep, comma-separated; 1e6 and 1_000_000 "
+        "read too (env BENCH_SWEEP_SIZES; default 10000,100000,1000000,5000000)",
+    )
+    parser.add_argument(
+        "--sweep-json",
+        type=Path,
+        default=Path(os.environ["BENCH_SWEEP_JSON"]) if "BENCH_SWEEP_JSON" in os.environ else None,
+        help="where the sweep's points go, in the shape the report's figure reads (env "
+        "BENCH_SWEEP_JSON; default docs/bench/sweep-<date>.json, the committed record)",
+    )
+    parser.add_argument(
         "--time-limit",
         type=float,
         default=_optional_float_env("BENCH_TIME_LIMIT"),
@@ -149,6 +171,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = set(args.steps) - set(STEPS)
     if unknown:
         parser.error(f"unknown steps: {', '.join(sorted(unknown))}")
+    try:
+        args.sweep_sizes = sweep.parse_sizes(args.sweep_sizes)
+    except ValueError as exc:
+        parser.error(f"--sweep-sizes: {exc}")
+    if args.sweep_json is None:
+        args.sweep_json = ROOT / "docs" / "bench" / f"sweep-{datetime.now(UTC).date()}.json"
     return args
 
 
@@ -246,18 +274,24 @@ class Bench:
             print(f"  Spark did not stop in {wait_s:.0f}s: the process ends hard", flush=True)
             self.hard_exit = True
 
+    def drop_namespace(self, isolated: Settings) -> None:
+        """Delete one namespace now (unless `--keep`), not at the teardown."""
+        from tests.isolation import drop_isolated
+
+        self.namespaces = [n for n in self.namespaces if n.postgres_db != isolated.postgres_db]
+        if self.args.keep:
+            print(f"  kept {isolated.events_topic}, {isolated.postgres_db}, buckets")
+            return
+        for problem in drop_isolated(self.settings, isolated):
+            print(f"  could not delete {problem}", flush=True)
+
     def teardown(self) -> None:
         from infra.stack import stack
-        from tests.isolation import drop_isolated
 
         if self.spark is not None:
             self.stop_spark()
-        for isolated in self.namespaces:
-            if self.args.keep:
-                print(f"  kept {isolated.events_topic}, {isolated.postgres_db}, buckets")
-                continue
-            for problem in drop_isolated(self.settings, isolated):
-                print(f"  could not delete {problem}", flush=True)
+        for isolated in list(self.namespaces):
+            self.drop_namespace(isolated)
         for service in reversed(stack.services(self.settings)):
             if service.name in self.started_services:
                 service.stop()
@@ -401,6 +435,18 @@ class Bench:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         return api.run(self.spark_session(served), served, config, self.sampler, self.log_dir)
 
+    def sweep(self) -> dict[str, Any]:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        runs = sweep.Sweep(
+            self.namespace,
+            self.drop_namespace,
+            self.sampler,
+            stack_pids(self.settings),
+            self.log_dir,
+            self.work,
+        )
+        return runs.run(self.args.sweep_sizes, self.args.sweep_json)
+
     def run(self) -> int:
         args = self.args
         print(
@@ -423,6 +469,7 @@ class Bench:
             self.run_step("duckdb", ("batch",), lambda: self.duckdb(main))
             self.run_step("speed", (), lambda: self.speed(main))
             self.run_step("api", (), self.api)
+            self.run_step("sweep", (), self.sweep)
             self.run_step("replay", ("workload",), lambda: self.replay(main))
         except Terminated as stop:
             print(f"\n== {stop}: stopping here", flush=True)
