@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: freshness per event line (1: per produced chunk); the warm-up, the sweep, truly late."""
+WARM_UP = "warm-up"
+"""The scenario of the samples taken before the first one: deployment → first answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +56,23 @@ class ScenarioSpan:
 
 
 @dataclass(frozen=True, slots=True)
+class Warmup:
+    """Deployment → first answer: from starting an architecture's processes to its stream's
+    first committed micro-batch, when the API first answers from its view version."""
+
+    architecture: str
+    deployed_at_s: float
+    first_answer_s: float
+
+    @property
+    def seconds(self) -> float:
+        return self.first_answer_s - self.deployed_at_s
+
+
+@dataclass(frozen=True, slots=True)
 class Freshness:
-    """Produced → visible in the serving store, one value per produced chunk of events. The
+    """Produced → visible in the serving store, one value per produced event line (from its
+    hand-over to the producer to the poll that found its offset committed by the stream). The
     percentiles are kept beside the lags so that the JSON states them; `of` derives them."""
 
     architecture: str
@@ -80,7 +98,8 @@ def percentile(values: Sequence[float], q: int) -> float | None:
 class LateData:
     architecture: str
     late_dropped: int
-    """Events its stream path dropped behind its watermark (`meta.late_dropped`)."""
+    """Events its stream path dropped behind its watermark (`meta.late_dropped`), at most the
+    workload's truly late events (`ComparisonRun.workload["late_events"]`)."""
     rows_off_before_batch: int
     rows_off_after_batch: int
     repaired_at_s: float | None
@@ -179,12 +198,40 @@ class CodeSize:
     """room → {"part": shared|lambda|kappa|tooling|unclassified, "lines": n}."""
 
 
+@dataclass(frozen=True, slots=True)
+class SweepPoint:
+    """One reprocessing of a history of `events` events, from `make bench`'s sweep."""
+
+    architecture: str
+    events: int
+    seconds: float
+    """From the start to readers switched to the new version."""
+    cpu_seconds: float | None = None
+    peak_rss_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """Lambda's batch recompute and Kappa's replay over histories of growing size
+    (`docs/bench/sweep-<date>.json`), drawn beside the run's own reprocessing."""
+
+    date: str
+    machine: dict[str, Any]
+    """cpus, memory_gib, kind: where the sweep was measured."""
+    points: list[SweepPoint]
+    source: str = ""
+    """The file it was read from (its name)."""
+
+
 @dataclass(slots=True)
 class ComparisonRun:
     created_at: str
     workload: dict[str, Any]
-    """seed, events, rate_per_s, duration_s, profiles, late_events, ..."""
+    """seed, events, rate_per_s, duration_s, late_events (truly late: behind their partition's
+    watermark when every record is a micro-batch of its own), event_time_span_s,
+    produced_in_s, ..."""
     scenarios: list[ScenarioSpan] = field(default_factory=list)
+    warmup: list[Warmup] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     freshness: list[Freshness] = field(default_factory=list)
     late: list[LateData] = field(default_factory=list)
@@ -195,6 +242,8 @@ class ComparisonRun:
     stored: list[StoredBytes] = field(default_factory=list)
     chart_weight: list[ChartWeight] = field(default_factory=list)
     code: CodeSize | None = None
+    sweep: Sweep | None = None
+    """The latest cost sweep over history sizes, if one was committed when the run started."""
     log_file: str | None = None
     schema: int = SCHEMA_VERSION
 
@@ -213,10 +262,12 @@ class ComparisonRun:
         ]
         compaction = data.get("compaction")
         code = data.get("code")
+        sweep = data.get("sweep")
         return cls(
             created_at=data["created_at"],
             workload=data["workload"],
             scenarios=[ScenarioSpan(**s) for s in data.get("scenarios", [])],
+            warmup=[Warmup(**w) for w in data.get("warmup", [])],
             samples=[Sample(**s) for s in data.get("samples", [])],
             freshness=[Freshness(**f) for f in data.get("freshness", [])],
             late=[LateData(**x) for x in data.get("late", [])],
@@ -227,6 +278,7 @@ class ComparisonRun:
             stored=[StoredBytes(**s) for s in data.get("stored", [])],
             chart_weight=[ChartWeight(**c) for c in data.get("chart_weight", [])],
             code=None if code is None else CodeSize(**code),
+            sweep=None if sweep is None else read_sweep(sweep),
             log_file=data.get("log_file"),
             schema=data.get("schema", SCHEMA_VERSION),
         )
@@ -234,3 +286,12 @@ class ComparisonRun:
     @classmethod
     def read(cls, path: Path) -> ComparisonRun:
         return cls.from_json(json.loads(path.read_text()))
+
+
+def read_sweep(data: Any, source: str = "") -> Sweep:
+    """A sweep from its JSON (a committed file or a run's JSON), validated: pydantic raises
+    `ValidationError` naming the field that is missing or of the wrong type."""
+    from pydantic import TypeAdapter  # deferred: only runs that read a sweep need it
+
+    sweep = TypeAdapter(Sweep).validate_python(data)
+    return sweep if sweep.source or not source else replace(sweep, source=source)

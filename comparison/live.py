@@ -13,11 +13,14 @@ components' output goes to log files, never to the terminal.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
+
+import psutil
 
 from comparison import chart_weight, code_size, stored
 from comparison.deployment import Deployment
@@ -27,7 +30,8 @@ from comparison.figures import ComparisonRun
 from comparison.publish import publish
 from comparison.report import write_report
 from comparison.sampler import Sampler
-from comparison.scenarios import PLAYS, SCENARIOS, Context
+from comparison.scenarios import PLAYS, SCENARIOS, Context, warm_up
+from comparison.sweep import BENCH_DIR, latest_sweep
 from core import workload
 from core.kafka_io import produce_file
 from core.oracle import load_profiles_jsonl
@@ -73,6 +77,8 @@ class CompareSpec:
     publish: bool = True
     job_timeout_s: float = 1800.0
     catch_up_timeout_s: float = 900.0
+    sweep_dir: Path = BENCH_DIR
+    """Where `make bench` commits its sweeps over history sizes (the report draws the latest)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +99,7 @@ def run_comparison(
     echo: Echo,
     progress: Callable[[int, int], None] | None = None,
 ) -> Outcome:
+    sweep = latest_sweep(spec.sweep_dir)  # first: a broken file stops the run before it starts
     name = f"{RUN_PREFIX}{datetime.now(UTC):%Y%m%d%H%M%S}"
     java_options = settings.spark_driver_java_options or QUICK_JIT
     ns = settings.namespaced(name).model_copy(
@@ -131,28 +138,35 @@ def run_comparison(
             "namespace": name,
             "watermark_delay_minutes": ns.watermark_delay_minutes,
             "sample_every_s": spec.sample_every_s,
+            "late_events": stats.late_events,
+            "event_time_span_s": _event_time_span_s(stats),
+            "cpus": os.cpu_count(),
+            "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
         },
+        sweep=sweep,
         log_file=str(logs),
     )
     clock = Clock()
     lines = [line for line in events_file.read_bytes().splitlines(keepends=True) if line.strip()]
-    feed = SteadyFeed(ns, lines, spec.rate_per_s, out, clock)
+    feed = SteadyFeed(ns, lines, spec.rate_per_s, clock)
     sampler = Sampler(ns, clock, feed, load_profiles_jsonl(profiles_file), spec.sample_every_s)
     deployment = Deployment(
         ns, logs, spec.serve_port, max(50, round(spec.rate_per_s * LIVE_MICRO_BATCH_S))
     )
     echo(f"== deploying both architectures as processes (their logs: {logs})")
+    deployed_at = clock.now()
     deployment.start()
     if spec.serve_port is not None:
         echo(f"  the dashboard: http://{ns.host}:{spec.serve_port}/")
     ctx = Context(
         ns, clock, deployment, feed, sampler, run, profiles_file, echo,
-        spec.job_timeout_s, spec.catch_up_timeout_s,
+        spec.job_timeout_s, spec.catch_up_timeout_s, deployed_at,
     )  # fmt: skip
     if progress is not None:
         ctx.progress = progress
     sampler.start()
     try:
+        warm_up(ctx)
         for scenario in spec.scenarios:
             PLAYS[scenario](ctx)
     finally:
@@ -173,3 +187,10 @@ def run_comparison(
     report, json_file = write_report(run, out)
     url = publish(settings, out) if spec.publish else None
     return Outcome(run, report, json_file, url, ns, logs)
+
+
+def _event_time_span_s(stats: workload.WorkloadStats) -> float | None:
+    """The event time the workload spans, first to last event (seconds)."""
+    if stats.first_event_ts is None or stats.last_event_ts is None:
+        return None
+    return (stats.last_event_ts - stats.first_event_ts) / 1000

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import itertools
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -30,9 +31,20 @@ from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, NullFormatter
 from matplotlib.transforms import blended_transform_factory
 
-from comparison.figures import ComparisonRun, Reprocessing, Sample
+from comparison.figures import (
+    WARM_UP,
+    ChartWeight,
+    ComparisonRun,
+    LateData,
+    Reprocessing,
+    Sample,
+    Sweep,
+    SweepPoint,
+    WrongAnswers,
+)
 
 REPORT_FILE: Final = "report.html"
 JSON_FILE: Final = "comparison.json"
@@ -40,6 +52,7 @@ JSON_FILE: Final = "comparison.json"
 _ARCH_ORDER: Final = ("lambda", "kappa", "shared")
 _ARCH_COLOURS: Final = {"lambda": "#1f6feb", "kappa": "#e8590c", "shared": "#8c959f"}
 _PART_COLOURS: Final = {**_ARCH_COLOURS, "tooling": "#d0d7de", "unclassified": "#cf222e"}
+_WARM_UP_COLOUR: Final = "#e9ecef"
 _SPAN_COLOURS: Final = ("#fff3bf", "#d3f9d8", "#e5dbff", "#ffe3e3", "#d0ebff", "#f1f3f5")
 _OTHER_COLOURS: Final = ("#2f9e44", "#ae3ec9", "#1098ad", "#f08c00", "#495057", "#c2255c")
 _T = TypeVar("_T", bound="_OfArchitecture")
@@ -188,9 +201,99 @@ def _version_switches(samples: list[Sample]) -> list[float]:
     return switches
 
 
-def _mean_share_off(samples: list[Sample]) -> float:
-    answered = [s.share_off for s in samples if s.status == 200]
-    return statistics.fmean(answered) if answered else 0.0
+@dataclass(frozen=True, slots=True)
+class ScenarioError:
+    """One architecture's answers during one scenario, against the oracle: never averaged
+    across scenarios, whose errors mean different things (in flight, dropped, a wrong
+    version)."""
+
+    scenario: str
+    architecture: str
+    reads: int
+    """Reads of every view at once (one sample time)."""
+    exact: int
+    """Reads in which every view equalled the oracle."""
+    unanswered: int
+    mean_share_off: float
+    """The share of rows off, over the scenario's answered reads and views."""
+    rows_off_at_end: int | None
+    """Rows off in every view at the scenario's last answered read."""
+
+
+def scenario_errors(run: ComparisonRun) -> list[ScenarioError]:
+    """Per scenario (in the order played, the warm-up left out) and architecture."""
+    played = [s.name for s in run.scenarios]
+    named = [s.scenario for s in run.samples if s.scenario != WARM_UP]
+    scenarios = list(dict.fromkeys([*played, *named]))
+    found = []
+    for scenario in scenarios:
+        for arch in _ordered(s.architecture for s in run.samples):
+            reads: dict[float, list[Sample]] = {}
+            for s in run.samples:
+                if s.scenario == scenario and s.architecture == arch:
+                    reads.setdefault(s.t_s, []).append(s)
+            if not reads:
+                continue
+            answered = {t: r for t, r in reads.items() if all(s.status == 200 for s in r)}
+            shares = [s.share_off for r in answered.values() for s in r]
+            last = answered[max(answered)] if answered else None
+            found.append(
+                ScenarioError(
+                    scenario,
+                    arch,
+                    len(reads),
+                    sum(all(s.rows_off == 0 for s in r) for r in answered.values()),
+                    len(reads) - len(answered),
+                    statistics.fmean(shares) if shares else 0.0,
+                    None if last is None else sum(s.rows_off for s in last),
+                )
+            )
+    return found
+
+
+_SCENARIO_CAUSES: Final = {
+    "steady": "events in flight, and those a stream dropped as late",
+    "late": "before and after Lambda's batch",
+    "logic-change": "the old logic, until each architecture's switch",
+    "bug-and-fix": "the wrong version, until its fix",
+    "compaction": "the as-of join after compaction",
+}
+"""What drives each scenario's error, named beside its figures."""
+
+
+def _error_how(errors: list[ScenarioError], run: ComparisonRun) -> str:
+    by_scenario: dict[str, list[ScenarioError]] = {}
+    for x in errors:
+        by_scenario.setdefault(x.scenario, []).append(x)
+    sentences = []
+    for scenario, xs in by_scenario.items():
+        cause = _SCENARIO_CAUSES.get(scenario)
+        figures = ", ".join(
+            f"{_e(x.architecture)} a mean {x.mean_share_off:.1%} off and "
+            + (f"{x.rows_off_at_end:,} rows off at its end" if x.rows_off_at_end is not None
+               else "no answer at its end")
+            for x in xs
+        )  # fmt: skip
+        sentences.append(
+            f"<em>{_e(scenario)}</em>" + (f" ({_e(cause)})" if cause else "") + f": {figures}."
+        )
+    gaps = sum(x.unanswered for x in errors)
+    warm = (
+        "the grey band is the warm-up (deployment → first answer, its own figure below), "
+        "left out of every number here; "
+        if run.warmup
+        else ""
+    )
+    return (
+        "Each line is one view's share of rows that differ from the oracle over everything "
+        f"produced when it was read; {warm}the coloured bands are the scenarios, and a dotted "
+        "line is a new version first served (a Lambda hand-off, a Kappa switch). The figures "
+        "are per scenario, never averaged across them: the error means something different in "
+        "each. In this run: "
+        + " ".join(sentences)
+        + " "
+        + (f"{gaps:,} reads got no answer (red ticks)." if gaps else "Every read got an answer.")
+    )
 
 
 def error_figure(run: ComparisonRun) -> Section:
@@ -201,13 +304,19 @@ def error_figure(run: ComparisonRun) -> Section:
     views = sorted({s.view for s in run.samples})
     fig = _new_figure(1.2 + 2.3 * len(archs))
     axes = fig.subplots(len(archs), 1, sharex=True, squeeze=False)[:, 0]
+    warm = [(w.deployed_at_s, w.first_answer_s) for w in run.warmup]
     for row, (ax, arch) in enumerate(zip(axes, archs, strict=True)):
-        for i, span in enumerate(run.scenarios):
-            ax.axvspan(span.started_s, span.ended_s, color=_SPAN_COLOURS[i % 6], lw=0, zorder=0)
+        bands = [(WARM_UP, *_hull(warm), _WARM_UP_COLOUR)] if warm else []
+        bands += [
+            (span.name, span.started_s, span.ended_s, _SPAN_COLOURS[i % 6])
+            for i, span in enumerate(run.scenarios)
+        ]
+        for name, started, ended, colour in bands:
+            ax.axvspan(started, ended, color=colour, lw=0, zorder=0)
             if row == 0:  # the labels once, above the top panel
                 where = blended_transform_factory(ax.transData, ax.transAxes)
-                middle = (span.started_s + span.ended_s) / 2
-                ax.text(middle, 1.02, span.name, transform=where, ha="center", fontsize=8)
+                middle = (started + ended) / 2
+                ax.text(middle, 1.02, name, transform=where, ha="center", fontsize=8)
         mine = [s for s in run.samples if s.architecture == arch]
         for j, view in enumerate(views):
             # A read without an answer is NaN: the line breaks there instead of bridging it.
@@ -227,16 +336,54 @@ def error_figure(run: ComparisonRun) -> Section:
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     axes[-1].set_xlabel("seconds since the run started")
-    means = "; ".join(
-        f"{_e(a)} {_mean_share_off([s for s in run.samples if s.architecture == a]):.1%}"
-        for a in archs
+    errors = scenario_errors(run)
+    table = _table(
+        ("scenario", "architecture", "reads", "exact in every view", "no answer",
+         "mean share off", "rows off at its end"),
+        (
+            (
+                x.scenario, x.architecture, f"{x.reads:,}", f"{x.exact:,}", f"{x.unanswered:,}",
+                f"{x.mean_share_off:.1%}",
+                _MISSING if x.rows_off_at_end is None else f"{x.rows_off_at_end:,}",
+            )
+            for x in errors
+        ),
+    )  # fmt: skip
+    return _section(fig_id, title, _error_how(errors, run), _image(fig, title) + table)
+
+
+def _hull(spans: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    return min(a for a, _ in spans), max(b for _, b in spans)
+
+
+def warmup_figure(run: ComparisonRun) -> Section:
+    fig_id, title = "fig-warmup", "Warm-up: deployment → first answer"
+    if not run.warmup:
+        return _absent(fig_id, title)
+    warm = _in_order(run.warmup)
+    names = [w.architecture for w in warm]
+    fig = _new_figure(0.9 + 0.5 * len(warm))
+    ax = fig.subplots()
+    bars = ax.barh(names, [w.seconds for w in warm], color=[_colour(n) for n in names])
+    ax.bar_label(bars, labels=[_seconds(w.seconds) for w in warm], fontsize=8, padding=3)
+    ax.invert_yaxis()
+    ax.margins(x=0.15)
+    ax.set_xlabel("seconds from starting the processes to the first answer")
+    each = "; ".join(f"{_e(w.architecture)} {_seconds(w.seconds)}" for w in warm)
+    first = min(warm, key=lambda w: w.seconds)
+    last = max(warm, key=lambda w: w.seconds)
+    order = (
+        f"{_e(first.architecture)} answered first, {_seconds(last.seconds - first.seconds)} "
+        f"before {_e(last.architecture)}"
+        if len(warm) > 1 and last.seconds > first.seconds
+        else "they answered together"
     )
     how = (
-        "Each line is one view's share of rows that differ from the oracle over everything "
-        "produced when it was read; shaded bands are the scenarios. Lambda's error falls back "
-        "to zero at each batch hand-off (dotted line: a new version), while Kappa's stays at "
-        "the events its stream dropped as late until a replay. Red ticks are reads that got "
-        f"no answer. In this run, the mean share off was: {means}."
+        "From starting an architecture's processes (its stream's Python driver and Spark's JVM, "
+        "Lambda's archiver beside it) to its stream's first committed micro-batch, when the API "
+        "first has a view version of it to answer from: the time to deploy, paid again at "
+        "every restart. Every other figure of the steady state starts after it, so it weighs "
+        f"on none of them. In this run: {each}; {order}."
     )
     return _section(fig_id, title, how, _image(fig, title))
 
@@ -258,18 +405,38 @@ def freshness_figure(run: ComparisonRun) -> Section:
                 ax.axvline(
                     value, color="#24292f", ls=style, lw=1.4, label=f"{name} {_seconds(value)}"
                 )
-        ax.set_ylabel(f"{f.architecture}\nchunks")
+        ax.set_ylabel(f"{f.architecture}\nevents")
         ax.legend(fontsize=8, loc="upper right")
-        summary.append(f"{_e(f.architecture)} p50 {_seconds(p50)}, p99 {_seconds(p99)}")
+        summary.append(
+            f"{_e(f.architecture)} p50 {_seconds(p50)}, p99 {_seconds(p99)} over "
+            f"{len(f.lags_s):,} events"
+        )
     axes[-1].set_xlabel("seconds from produced to visible")
     how = (
-        "Each bar counts chunks of produced events by how long they took to become visible "
-        "through the serving API. The dashed line is the median, the dotted one the 99th "
+        "Each bar counts produced events by how long they took from their hand-over to the "
+        "producer to being visible through the serving API (the streams' committed offsets, "
+        "polled every half second). The dashed line is the median, the dotted one the 99th "
         "percentile: what a dashboard waits for on a bad minute. Both architectures run the same "
         "stream engine on the same log, so a gap between them points at their triggers or at "
-        f"Lambda's hand-offs. In this run: {'; '.join(summary)}."
+        f"Lambda's hand-offs. In this run: {'; '.join(summary)}. {_compression(run)}"
     )
     return _section(fig_id, title, how, _image(fig, title))
+
+
+def _compression(run: ComparisonRun) -> str:
+    """How much faster than it happened the run produced its workload's event time."""
+    span = run.workload.get("event_time_span_s")
+    produced_in = run.workload.get("produced_in_s") or run.workload.get("duration_s")
+    if not span or not produced_in:
+        return ""
+    return (
+        f"The demo compresses event time: the workload's {span / 3600:,.1f} hours of event time "
+        f"were produced in {produced_in:,.0f} s of wall-clock time, {span / produced_in:,.0f} "
+        "times faster than they happened. Freshness is wall-clock time; the watermark's delay "
+        "is event time, so here it passes in "
+        + _seconds(run.workload.get("watermark_delay_minutes", 0) * 60 * produced_in / span)
+        + " of wall-clock time."
+    )
 
 
 def late_figure(run: ComparisonRun) -> Section:
@@ -278,9 +445,18 @@ def late_figure(run: ComparisonRun) -> Section:
         return _absent(fig_id, title)
     late = _in_order(run.late)
     names = [x.architecture for x in late]
+    truly_late: int | None = run.workload.get("late_events")
     fig = _new_figure(3.0)
     dropped, rows = fig.subplots(1, 2)
-    dropped.bar(names, [x.late_dropped for x in late], color=[_colour(n) for n in names])
+    # The bound beside the drops: the workload's truly late events, in grey.
+    bound = (
+        [] if truly_late is None else [("truly late\n(workload)", truly_late, _colour("shared"))]
+    )
+    drawn = [*bound, *((x.architecture, x.late_dropped, _colour(x.architecture)) for x in late)]
+    bars = dropped.bar([n for n, _, _ in drawn], [v for _, v, _ in drawn],
+                       color=[c for _, _, c in drawn])  # fmt: skip
+    dropped.bar_label(bars, fmt="{:,.0f}", fontsize=8)
+    dropped.margins(y=0.2)
     dropped.set_title("events dropped behind the watermark", fontsize=9)
     phases = ("before the batch", "after the batch")
     width = 0.38
@@ -311,6 +487,7 @@ def late_figure(run: ComparisonRun) -> Section:
         (
             "architecture",
             "events dropped as late",
+            "truly late in the workload",
             f"rows off {phases[0]}",
             f"rows off {phases[1]}",
             "exact again at",
@@ -319,6 +496,7 @@ def late_figure(run: ComparisonRun) -> Section:
             (
                 x.architecture,
                 f"{x.late_dropped:,}",
+                _MISSING if truly_late is None else f"{truly_late:,}",
                 f"{x.rows_off_before_batch:,}",
                 f"{x.rows_off_after_batch:,}",
                 _seconds(x.repaired_at_s) if x.repaired_at_s is not None else "never",
@@ -326,27 +504,54 @@ def late_figure(run: ComparisonRun) -> Section:
             for x in late
         ),
     )
-    summary = "; ".join(
-        f"{_e(x.architecture)} dropped {x.late_dropped:,} events and "
-        + (
-            f"was exact again at {_seconds(x.repaired_at_s)}"
-            if x.repaired_at_s is not None
-            else f"stays {x.rows_off_after_batch:,} rows off"
+    return _section(fig_id, title, _late_how(late, truly_late), _image(fig, title) + table)
+
+
+def _late_how(late: Sequence[LateData], truly_late: int | None) -> str:
+    drops = ", ".join(f"{_e(x.architecture)} {x.late_dropped:,}" for x in late)
+    if truly_late is None:
+        bound = f"The streams dropped: {drops} (the workload's truly late count was not recorded)."
+    else:
+        over = [x for x in late if x.late_dropped > truly_late]
+        bound = (
+            f"The workload held {truly_late:,} truly late events (the grey bar): valid events "
+            "behind their own partition's watermark even when every record is a micro-batch of "
+            "its own (CONTRACT §3). A stream reading several records per micro-batch moves its "
+            f"clocks less often, so it drops at most those. Dropped in this run: {drops}; "
+            + (
+                "every stream within that bound."
+                if not over
+                else "more than the bound in "
+                + ", ".join(_e(x.architecture) for x in over)
+                + ": that stream's late rule does not follow the contract."
+            )
         )
-        for x in late
-    )
-    how = (
+    repairs = []
+    for x in late:
+        name = _e(x.architecture)
+        if x.rows_off_after_batch == 0 and x.repaired_at_s is not None:
+            repairs.append(
+                f"{name} was exact again at {_seconds(x.repaired_at_s)}"
+                + (
+                    ": its batch recomputed from the master dataset, which kept every late event"
+                    if x.architecture == "lambda"
+                    else ""
+                )
+            )
+        elif x.rows_off_after_batch == 0:
+            repairs.append(f"{name} was exact after the batch")
+        elif x.late_dropped:
+            repairs.append(
+                f"{name} stayed {x.rows_off_after_batch:,} rows off: its stream never reads its "
+                "dropped events again, and only a replay would"
+            )
+        else:
+            repairs.append(f"{name} stayed {x.rows_off_after_batch:,} rows off")
+    return (
         "Left: the events each stream path dropped because they arrived behind its watermark. "
-        "Right: the rows off the oracle before and after Lambda's next batch. Lambda's batch "
-        "recomputes from the master dataset, which kept every late event, so its rows off fall "
-        "to zero at the hand-off; Kappa's stream never reads them again, so its count stays "
-        "until a replay with a longer watermark. The count can exceed the events the workload "
-        "made late on purpose: a live run produces hours of event time in minutes, so when one "
-        "of the log's partitions reaches a micro-batch a second after the others (a busy node), "
-        "its events are minutes of event time behind a watermark that has already moved on. "
-        f"In this run: {summary}."
+        f"Right: the rows off the oracle before and after Lambda's next batch. {bound} "
+        f"After the batch, {'; '.join(repairs)}."
     )
-    return _section(fig_id, title, how, _image(fig, title) + table)
 
 
 def reprocessing_figure(run: ComparisonRun) -> Section:
@@ -398,15 +603,283 @@ def reprocessing_figure(run: ComparisonRun) -> Section:
         ),
     )
     mixed = sum(r.readers.mixed for r in run.reprocessing)
+    gaps = sum(r.readers.gaps for r in run.reprocessing)
+    seen = (
+        "none in this run: every read was a whole version"
+        if mixed == gaps == 0
+        else f"this run: {gaps:,} gaps and {mixed:,} mixed reads"
+    )
     how = (
         "For each scenario that needs its views recomputed: the time from the start of the job "
         "to the moment readers were switched to its answer, the CPU it used and its peak memory. "
         "Lambda recomputes its batch views from the master dataset; Kappa replays the log into "
         "a new version and moves its alias. The table's last columns are what readers saw "
         "meanwhile: the versions, reads without an answer (gaps) and reads that mixed two "
-        f"versions, which an atomic switch keeps at zero (this run: {mixed:,})."
+        f"versions, which an atomic switch keeps at zero ({seen}). "
+        + _reprocessing_times(run.reprocessing)
     )
     return _section(fig_id, title, how, _image(fig, title) + table)
+
+
+_ALONE: Final = {
+    "logic-change": "one architecture after the other",
+    "bug": "both at once, sharing the machine",
+    "fix": "both at once, sharing the machine",
+    "compaction": "Kappa alone",
+}
+
+
+def _reprocessing_times(reprocessing: Sequence[Reprocessing]) -> str:
+    """Per scenario, which switched readers sooner: the numbers of the table, in words."""
+    sentences = []
+    for scenario in dict.fromkeys(r.scenario for r in reprocessing):
+        mine = _in_order(r for r in reprocessing if r.scenario == scenario)
+        times = ", ".join(f"{_e(r.architecture)}'s {_e(r.how)} {_seconds(r.seconds)}" for r in mine)
+        how = _ALONE.get(scenario)
+        sentence = f"<em>{_e(scenario)}</em>" + (f" ({how})" if how else "") + f": {times}"
+        if len(mine) > 1:
+            ranked = sorted(mine, key=lambda r: r.seconds)
+            if ranked[0].seconds < ranked[1].seconds:
+                sentence += f", {_e(ranked[0].architecture)} sooner"
+        sentences.append(sentence)
+    return "Readers switched after: " + "; ".join(sentences) + "."
+
+
+_OWN_REPROCESSING: Final = ("logic-change", "fix", "compaction")
+"""Where the run's own point per architecture comes from, in order of preference: the logic
+change runs each architecture alone; the fix runs both at once; compaction replays Kappa."""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnPoint:
+    architecture: str
+    events: int
+    seconds: float
+    scenario: str
+
+
+def own_points(run: ComparisonRun) -> list[OwnPoint]:
+    """The run's own reprocessing time per architecture, at the run's event count."""
+    events = run.workload.get("events")
+    if not events:
+        return []
+    points = []
+    for arch in _by_architecture(run.reprocessing):
+        for scenario in _OWN_REPROCESSING:
+            found = [
+                r for r in run.reprocessing if r.architecture == arch and r.scenario == scenario
+            ]
+            if found:
+                points.append(OwnPoint(arch, int(events), found[0].seconds, scenario))
+                break
+    return points
+
+
+def _machine(machine: Mapping[str, object]) -> str:
+    parts = []
+    if machine.get("cpus") is not None:
+        parts.append(f"{machine['cpus']} CPUs")
+    if machine.get("memory_gib") is not None:
+        parts.append(f"{machine['memory_gib']} GiB")
+    if machine.get("kind"):
+        parts.append(str(machine["kind"]))
+    return ", ".join(parts) or "machine not recorded"
+
+
+def _events(n: float) -> str:
+    if n >= 1e6:
+        return f"{n / 1e6:,.3g}M"
+    if n >= 1e3:
+        return f"{n / 1e3:,.3g}k"
+    return f"{n:,.0f}"
+
+
+def history_cost_figure(run: ComparisonRun) -> Section:
+    fig_id, title = "fig-history-cost", "Cost as the history grows: reprocessing time vs events"
+    own = own_points(run)
+    sweep = run.sweep if run.sweep is not None and run.sweep.points else None
+    if not own and sweep is None:
+        return _absent(fig_id, title)
+    fig = _new_figure(3.6)
+    ax = fig.subplots()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    if sweep is not None:
+        label = f"sweep of {sweep.date} ({_machine(sweep.machine)})"
+        for i, arch in enumerate(_by_architecture(sweep.points)):
+            mine = sorted((p.events, p.seconds) for p in sweep.points if p.architecture == arch)
+            xs, ys = zip(*mine, strict=True)
+            ax.plot(xs, ys, "o-", color=_colour(arch, i), lw=1.4, label=f"{arch}, {label}")
+    for i, p in enumerate(own):
+        ax.plot(
+            [p.events], [p.seconds], "*", ms=14, color=_colour(p.architecture, i),
+            markeredgecolor="#24292f", label=f"{p.architecture}, this run ({p.scenario})",
+        )  # fmt: skip
+    everything: list[OwnPoint | SweepPoint] = [*own, *(sweep.points if sweep else [])]
+    ax.set_xlim(*_decades([p.events for p in everything]))
+    ax.set_ylim(*_decades([p.seconds for p in everything]))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _events(v)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g} s"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("events in the history (log scale)")
+    ax.set_ylabel("seconds to readers switched (log)")
+    ax.grid(True, which="major", lw=0.4, alpha=0.6)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    swept = [] if sweep is None else [(sweep.date, p) for p in sweep.points]
+    table = _table(
+        ("source", "architecture", "events", "seconds", "CPU-seconds", "peak RSS"),
+        [
+            *(
+                (
+                    f"sweep {date}", p.architecture, f"{p.events:,}", _seconds(p.seconds),
+                    _MISSING if p.cpu_seconds is None else f"{p.cpu_seconds:,.1f}",
+                    _MISSING if p.peak_rss_bytes is None else _bytes(p.peak_rss_bytes),
+                )
+                for date, p in swept
+            ),
+            *(
+                (f"this run ({p.scenario})", p.architecture, f"{p.events:,}", _seconds(p.seconds),
+                 _MISSING, _MISSING)
+                for p in own
+            ),
+        ],
+    )  # fmt: skip
+    how = _history_how(sweep, own, run)
+    return _section(fig_id, title, how, _image(fig, title) + table)
+
+
+def _decades(values: Sequence[float]) -> tuple[float, float]:
+    """Limits of a log axis around `values`, a margin each side, holding a whole decade."""
+    positive = [v for v in values if v > 0] or [1.0]
+    low, high = min(positive) / 1.6, max(positive) * 1.6
+    if math.floor(math.log10(high)) < math.ceil(math.log10(low)):  # no decade tick inside
+        low, high = 10 ** math.floor(math.log10(low)), 10 ** math.ceil(math.log10(high))
+    return low, high
+
+
+def _history_how(sweep: Sweep | None, own: Sequence[OwnPoint], run: ComparisonRun) -> str:
+    what = (
+        "The time from the start of a reprocessing to readers switched to its answer, against "
+        "the events in the history it reads, both on log scales: Lambda's batch recompute "
+        "reads the master dataset's columnar files in one Spark job; Kappa's replay reads the "
+        "log from offset 0 through the stream engine, micro-batch by micro-batch, merging each "
+        "into keyed state in the store. "
+    )
+    here = _own_sentence(own, run)
+    if sweep is None:
+        return (
+            what + "No sweep over history sizes exists yet (no sweep-*.json in docs/bench): "
+            "the figure shows this run's points only; <code>make bench</code> measures one, "
+            f"from about 1e4 to 5e6 events. {here}"
+        )
+    return what + _sweep_sentences(sweep) + " " + here
+
+
+def _own_sentence(own: Sequence[OwnPoint], run: ComparisonRun) -> str:
+    if not own:
+        return "This run reprocessed nothing, so it adds no point of its own."
+    machine = _machine(
+        {"cpus": run.workload.get("cpus"), "memory_gib": run.workload.get("memory_gib")}
+    )
+    each = ", ".join(f"{_e(p.architecture)} {_seconds(p.seconds)} ({_e(p.scenario)})" for p in own)
+    ranked = sorted(own, key=lambda p: p.seconds)
+    sooner = (
+        f"; {_e(ranked[0].architecture)} was sooner"
+        if len(ranked) > 1 and ranked[0].seconds < ranked[1].seconds
+        else ""
+    )
+    return (
+        f"This run's own points (stars), at its {own[0].events:,} events on {_e(machine)}: "
+        f"{each}{sooner}."
+    )
+
+
+def _sweep_sentences(sweep: Sweep) -> str:
+    """Where each architecture wins in the sweep, and why, from its points alone."""
+    times: dict[int, dict[str, float]] = {}
+    for p in sweep.points:
+        times.setdefault(p.events, {})[p.architecture] = p.seconds
+    compared = [(n, t) for n, t in sorted(times.items()) if {"lambda", "kappa"} <= t.keys()]
+    label = f"The sweep of {_e(sweep.date)} ({_e(_machine(sweep.machine))}): "
+    if not compared:
+        return label + "it has no history size measured for both architectures."
+    winners = [(n, min(("lambda", "kappa"), key=lambda a: t[a]), t) for n, t in compared]
+    runs: list[list[tuple[int, str, dict[str, float]]]] = []
+    for w in winners:
+        if runs and runs[-1][-1][1] == w[1]:
+            runs[-1].append(w)
+        else:
+            runs.append([w])
+    parts = []
+    for group in runs:
+        arch = group[0][1]
+        sizes = " and ".join(", ".join(_events(n) for n, _, _ in group).rsplit(", ", 1))
+        how = "batch recompute" if arch == "lambda" else "replay"
+        spread = "; ".join(
+            f"{_events(n)}: Lambda {_seconds(t['lambda'])}, Kappa {_seconds(t['kappa'])}"
+            for n, _, t in (group[0], group[-1])[: 1 if len(group) == 1 else 2]
+        )
+        parts.append(f"{arch.capitalize()}'s {how} was faster at {sizes} events ({spread})")
+    sentence = label + "; ".join(parts) + "."
+    if len(runs) > 1:
+        crossings = ", ".join(
+            f"between {_events(a[-1][0])} and {_events(b[0][0])} events"
+            for a, b in itertools.pairwise(runs)
+        )
+        sentence += f" The lines cross {crossings}."
+    return sentence + " " + _why(sweep, [group[0][1] for group in runs])
+
+
+def _why(sweep: Sweep, winners: Sequence[str]) -> str:
+    """Each architecture's start-up (its time at the smallest history) and its cost per
+    million further events (the slope to the largest): the first decides small histories,
+    the second large ones. `winners`: the faster architecture by history size, each run of
+    sizes once; a conclusion is drawn only where the measured winners bear it out."""
+    cost: dict[str, tuple[float, float]] = {}
+    smallest = min(p.events for p in sweep.points)
+    for arch in ("lambda", "kappa"):
+        mine = sorted((p.events, p.seconds) for p in sweep.points if p.architecture == arch)
+        if len(mine) >= 2 and mine[-1][0] > mine[0][0] and mine[0][0] == smallest:
+            (n0, t0), (n1, t1) = mine[0], mine[-1]
+            cost[arch] = (t0, (t1 - t0) / (n1 - n0) * 1e6)
+    if len(cost) < 2:
+        return ""
+    (start_l, per_l), (start_k, per_k) = cost["lambda"], cost["kappa"]
+    # The smallest history's own events, at each one's cost per event: how much of its time
+    # is start-up.
+    events_share = max(per * smallest / 1e6 / max(start, 1e-9) for start, per in cost.values())
+    start = (
+        "almost all of the time is start-up"
+        if events_share < 0.25
+        else f"the time is mostly start-up, its events at most {events_share:.0%} of it"
+        if events_share < 0.5
+        else "the time is start-up and events alike"
+    )
+    each = (
+        f"Why: at the smallest history ({_events(smallest)} events), {start} (Lambda "
+        f"{_seconds(start_l)}, Kappa {_seconds(start_k)}); each further million events added "
+        f"{_seconds(per_l)} to Lambda's and {_seconds(per_k)} to Kappa's. "
+    )
+    cheaper_start = "lambda" if start_l < start_k else "kappa"
+    cheaper_events = "lambda" if per_l < per_k else "kappa"
+    if cheaper_start == cheaper_events:
+        return each + (
+            f"{cheaper_start.capitalize()} is cheaper on both counts"
+            + (", so it wins at every size." if list(winners) == [cheaper_start] else ".")
+        )
+    bears_out = list(winners) == [cheaper_start, cheaper_events]
+    return each + (
+        f"{cheaper_start.capitalize()} pays less to start, {cheaper_events.capitalize()} less "
+        "per event"
+        + (
+            f": so {cheaper_start.capitalize()} wins small histories, and "
+            f"{cheaper_events.capitalize()} wins once the history is large enough for its "
+            "cheaper events to outweigh the other's cheaper start."
+            if bears_out
+            else "."
+        )
+    )
 
 
 def wrong_answers_figure(run: ComparisonRun) -> Section:
@@ -463,9 +936,24 @@ def wrong_answers_figure(run: ComparisonRun) -> Section:
         "A deliberately wrong logic version was deployed, noticed and fixed. Left: the time each "
         "architecture served its wrong answers; right: what its repair cost. Lambda repairs by "
         "recomputing its batch views with the fixed logic, Kappa by replaying the whole log with "
-        "it: the shorter bar is the architecture that recovers faster from a bad deployment."
+        f"it: the shorter bar is the architecture that recovers faster. {_wrong_summary(wrong)}"
     )
     return _section(fig_id, title, how, _image(fig, title) + table)
+
+
+def _wrong_summary(wrong: Sequence[WrongAnswers]) -> str:
+    each = "; ".join(
+        f"{_e(w.architecture)} served wrong answers for {_seconds(w.seconds_wrong)}, its repair "
+        f"took {_seconds(w.repair_seconds)}"
+        for w in wrong
+    )
+    ranked = sorted(wrong, key=lambda w: w.seconds_wrong)
+    sooner = (
+        f": {_e(ranked[0].architecture)} recovered sooner"
+        if len(ranked) > 1 and ranked[0].seconds_wrong < ranked[1].seconds_wrong
+        else ""
+    )
+    return f"In this run, {each}{sooner}."
 
 
 def compaction_figure(run: ComparisonRun) -> Section:
@@ -494,7 +982,11 @@ def compaction_figure(run: ComparisonRun) -> Section:
         "Compaction leaves only each user's latest profile in the log. Lambda's batch joins "
         "orders with the full profile history its master dataset kept; a Kappa replay joins "
         "with what the compacted log still holds, so old orders can move to a user's current "
-        "segment. The bars are that difference, reported as it is, never hidden."
+        "segment. The bars are that difference, reported as it is, never hidden. In this run "
+        f"the log kept {c.profile_records_after:,} of {c.profile_records_before:,} profile "
+        "records, and the rows differing were: "
+        + ", ".join(f"{_e(n)} {c.rows_differing[n]:,}" for n in names)
+        + "."
     )
     return _section(fig_id, title, how, _image(fig, title) + explanation)
 
@@ -626,10 +1118,31 @@ def weight_figure(run: ComparisonRun) -> Section:
         "What the Helm chart renders with its default values for each mode: objects by kind, "
         "and the CPU and memory its pods request from the scheduler (replicas counted, a Job "
         "as one running pod). <code>both</code> runs the two architectures on one log, store "
-        "and API, so it weighs less than <code>lambda</code> and <code>kappa</code> together; "
-        "the difference between the single modes is what each architecture's own components ask."
+        "and API; the difference between the single modes is what each architecture's own "
+        f"components ask. {_weight_summary(weights)}"
     )
     return _section(fig_id, title, how, _image(fig, title) + table)
+
+
+def _weight_summary(weights: Sequence[ChartWeight]) -> str:
+    by_mode = {w.mode: w for w in weights}
+    each = "; ".join(
+        f"<code>{_e(w.mode)}</code> {w.objects} objects, "
+        f"{w.cpu_requests_millicores / 1000:,.2f} cores, {_bytes(w.memory_requests_bytes)}"
+        for w in weights
+    )
+    if not {"lambda", "kappa", "both"} <= by_mode.keys():
+        return f"In this chart: {each}."
+    single = [by_mode["lambda"], by_mode["kappa"]]
+    both = by_mode["both"]
+    lighter = both.cpu_requests_millicores < sum(
+        w.cpu_requests_millicores for w in single
+    ) and both.memory_requests_bytes < sum(w.memory_requests_bytes for w in single)
+    return (
+        f"In this chart: {each}; <code>both</code> requests "
+        + ("less" if lighter else "not less")
+        + " CPU and memory than <code>lambda</code> and <code>kappa</code> deployed apart."
+    )
 
 
 def code_figure(run: ComparisonRun) -> Section:
@@ -679,9 +1192,11 @@ def code_figure(run: ComparisonRun) -> Section:
 
 FIGURES: Final = (
     error_figure,
+    warmup_figure,
     freshness_figure,
     late_figure,
     reprocessing_figure,
+    history_cost_figure,
     wrong_answers_figure,
     compaction_figure,
     cost_cpu_figure,

@@ -4,14 +4,15 @@ A sample reads every view of both architectures as a reader would (`serving.repo
 snapshot per view) and measures its distance from the oracle computed over the lines the feed
 has produced so far, under the logic version the run intends to serve. Between samples the
 streams' committed offsets are polled: the moment an architecture's offsets pass a produced
-chunk's end, that chunk is visible, and its freshness is the time since it was produced.
+record's offset in its partition, that record is visible, and its freshness is the time since
+its line was handed to the producer.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from comparison.errors import ComparisonError
@@ -40,6 +41,45 @@ def served(settings: Settings, architecture: str) -> dict[str, tuple[list[dict[s
     return answers
 
 
+class Visibility:
+    """Which of the feed's records each architecture's stream has made visible, partition by
+    partition: a record is visible once the stream's committed offset in its partition passes
+    it, whatever the other partitions' progress."""
+
+    def __init__(self, architectures: Sequence[str]) -> None:
+        self._marks: dict[str, list[Mark]] = {}
+        """Per partition, in offset order (a partition's acknowledgements come in order)."""
+        self._taken = 0
+        self._seen: dict[str, dict[str, int]] = {a: {} for a in architectures}
+        """Per architecture and partition: how many of its marks are visible."""
+
+    def take(self, marks: Sequence[Mark]) -> None:
+        """The feed's marks so far (a list it only appends to): the new ones are kept."""
+        for mark in marks[self._taken : len(marks)]:
+            self._marks.setdefault(mark.partition, []).append(mark)
+            self._taken += 1
+
+    def advance(self, architecture: str, offsets: Mapping[str, int], now: float) -> list[float]:
+        """The lags (`now` less the produced time) of the records `offsets`, the stream's next
+        offset per ``topic/partition``, made visible since the last call."""
+        seen, lags = self._seen[architecture], []
+        for tp, marks in self._marks.items():
+            n, read_up_to = seen.get(tp, 0), offsets.get(tp, 0)
+            while n < len(marks) and marks[n].offset < read_up_to:
+                lags.append(round(now - marks[n].produced_at_s, 3))
+                n += 1
+            seen[tp] = n
+        return lags
+
+    def complete(self) -> bool:
+        """Whether every architecture has made every record taken so far visible."""
+        return all(
+            seen.get(tp, 0) >= len(marks)
+            for seen in self._seen.values()
+            for tp, marks in self._marks.items()
+        )
+
+
 class Sampler:
     """Samples both architectures in a thread of its own until stopped."""
 
@@ -62,11 +102,12 @@ class Sampler:
         distance from the intended logic, not from the deployed one)."""
         self.samples: list[Sample] = []
         self.lags: dict[str, list[float]] = {a: [] for a in ARCHITECTURES}
-        self._visible: dict[str, int] = dict.fromkeys(ARCHITECTURES, 0)
+        self._visibility = Visibility(ARCHITECTURES)
         self._oracles: dict[tuple[int, str], OracleResult] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._progress_lock = threading.Lock()
 
     # -- the oracle ------------------------------------------------------------------------
 
@@ -129,6 +170,10 @@ class Sampler:
     # -- freshness -------------------------------------------------------------------------
 
     def _poll_progress(self) -> None:
+        with self._progress_lock:  # the sampler's thread and `caught_up`'s caller both poll
+            self._poll_progress_once()
+
+    def _poll_progress_once(self) -> None:
         with connect(self.settings) as conn:
             streams = {a: versions.live_stream(conn, a) for a in ARCHITECTURES}
             read = {
@@ -137,20 +182,14 @@ class Sampler:
                 if s is not None
             }
         now = self.clock.now()
-        marks: list[Mark] = list(self.feed.marks)
+        self._visibility.take(self.feed.marks)
         for architecture, offsets in read.items():
-            seen = self._visible[architecture]
-            while seen < len(marks) and all(
-                offsets.get(tp, 0) >= end for tp, end in marks[seen].events_end.items()
-            ):
-                self.lags[architecture].append(now - marks[seen].produced_at_s)
-                seen += 1
-            self._visible[architecture] = seen
+            self.lags[architecture] += self._visibility.advance(architecture, offsets, now)
 
     def caught_up(self) -> bool:
-        """Whether both architectures' streams have made every produced chunk visible."""
+        """Whether both architectures' streams have made every acknowledged record visible."""
         self._poll_progress()
-        return all(n >= len(self.feed.marks) for n in self._visible.values())
+        return self._visibility.complete()
 
     def freshness(self) -> list[Freshness]:
         return [Freshness.of(a, lags) for a, lags in self.lags.items()]

@@ -1,5 +1,6 @@
-"""The comparison's scenarios, in the order a run plays them.
+"""The comparison's scenarios, in the order a run plays them, after the warm-up.
 
+- warm-up (always, not a scenario): deployment → each architecture's first answer.
 - steady: the workload produced at a steady rate; error and freshness over time.
 - late: what each watermark dropped, and Lambda's next batch repairing it.
 - logic-change: logic version 2, Lambda's batch recompute against Kappa's replay.
@@ -24,12 +25,14 @@ from comparison.deployment import Deployment, Job
 from comparison.errors import ComparisonError
 from comparison.feed import Clock, SteadyFeed
 from comparison.figures import (
+    WARM_UP,
     Compaction,
     ComparisonRun,
     LateData,
     ReadersView,
     Reprocessing,
     ScenarioSpan,
+    Warmup,
     WrongAnswers,
 )
 from comparison.sampler import ARCHITECTURES, Sampler, served, wait_for
@@ -60,11 +63,15 @@ class Context:
     echo: Echo
     job_timeout_s: float
     catch_up_timeout_s: float
+    deployed_at_s: float = 0.0
+    """When the deployment's processes were started, on the run's clock."""
     progress: Callable[[int, int], None] = lambda done, total: None
     """Told (lines produced, lines in all) while the steady scenario produces."""
     extra_profiles: list[Any] = field(default_factory=list)
 
-    def wait(self, condition: Callable[[], bool], timeout_s: float, what: str) -> float:
+    def wait(
+        self, condition: Callable[[], bool], timeout_s: float, what: str, step_s: float = 1.0
+    ) -> float:
         import psycopg  # deferred with the store's other users
 
         def checked() -> bool:
@@ -77,7 +84,7 @@ class Context:
                 self.echo(f"  ({what}: the store did not answer: {' '.join(str(exc).split())})")
                 return False
 
-        return wait_for(checked, timeout_s, what)
+        return wait_for(checked, timeout_s, what, step_s)
 
 
 def _span(ctx: Context, name: str, title: str, body: Callable[[list[str]], None]) -> None:
@@ -98,34 +105,58 @@ def _current_version(settings: Settings, architecture: str) -> int | None:
     return None if current is None else current.version
 
 
-# -- steady ---------------------------------------------------------------------------------
+# -- warm-up, steady ------------------------------------------------------------------------
+
+
+def warm_up(ctx: Context) -> None:
+    """Deployment → first answer, per architecture: until its stream has committed a
+    micro-batch (of the profiles), the API has no view version of it to answer from. The
+    steady state starts once both answer and the archiver runs, so its figures are the running
+    pipelines', not their processes' start."""
+    ctx.sampler.scenario = WARM_UP
+    pending = list(ARCHITECTURES)
+
+    def answering() -> bool:
+        for architecture in list(pending):
+            if _answering(ctx.settings, architecture):
+                ctx.run.warmup.append(Warmup(architecture, ctx.deployed_at_s, ctx.clock.now()))
+                pending.remove(architecture)
+        return not pending and _archiver_running(ctx.settings)
+
+    ctx.echo("== warm-up: deployment → first answer")
+    ctx.wait(answering, ctx.catch_up_timeout_s, "the streams' first micro-batch", step_s=0.5)
+    for w in ctx.run.warmup:
+        ctx.echo(f"  {w.architecture}: first answer {w.seconds:.1f} s after deployment")
 
 
 def steady(ctx: Context) -> None:
     def body(notes: list[str]) -> None:
-        lines = len(ctx.feed.lines)
-        # Produce once every stream has run a micro-batch (of the profiles): freshness is the
-        # running pipeline's, not its processes' start.
-        waited = ctx.wait(lambda: _streams_running(ctx.settings), ctx.catch_up_timeout_s,
-                          "the streams' first micro-batch")  # fmt: skip
-        notes.append(f"the streams ran their first micro-batch {waited:.0f} s after deployment")
-        ctx.echo(f"  producing {lines:,} event lines at {ctx.feed.per_tick:,}/s")
-        ctx.feed.start()
-        while ctx.feed.running:
+        feed, lines = ctx.feed, len(ctx.feed.lines)
+        ctx.echo(f"  producing {lines:,} event lines at {feed.rate_per_s:g}/s, line by line")
+        feed.start()
+        while feed.running:
             ctx.deployment.check()
-            ctx.progress(ctx.feed.produced_lines, lines)
+            ctx.progress(feed.produced_lines, lines)
             time.sleep(1.0)
-        ctx.progress(ctx.feed.produced_lines, lines)
-        ctx.feed.join()
+        ctx.progress(feed.produced_lines, lines)
+        feed.join()
+        assert feed.started_s is not None and feed.ended_s is not None  # joined without error
+        produced_in = feed.ended_s - feed.started_s
+        ctx.run.workload["produced_in_s"] = round(produced_in, 1)
+        ctx.run.workload["schedule_slipped_s"] = round(feed.slipped_s, 1)
+        ctx.echo(f"  produced {lines:,} lines in {produced_in:.0f} s; both streams catching up")
         waited = ctx.wait(ctx.sampler.caught_up, ctx.catch_up_timeout_s, "both streams catching up")
-        notes.append(f"{lines:,} lines produced; both streams caught up {waited:.0f} s after")
+        notes.append(
+            f"{lines:,} lines produced in {produced_in:.0f} s (the schedule slipped "
+            f"{feed.slipped_s:.1f} s); both streams caught up {waited:.0f} s after"
+        )
         for f in ctx.sampler.freshness():
             if f.p50_s is not None and f.p99_s is not None:
                 notes.append(
                     f"{f.architecture}: produced → visible p50 {f.p50_s:.1f} s, p99 {f.p99_s:.1f} s"
                 )
 
-    _span(ctx, "steady", "Steady state: the workload at a steady rate", body)
+    _span(ctx, "steady", "Steady state: the workload produced live, line by line", body)
 
 
 # -- late -----------------------------------------------------------------------------------
@@ -134,6 +165,7 @@ def steady(ctx: Context) -> None:
 def late(ctx: Context) -> None:
     def body(notes: list[str]) -> None:
         dropped = {a: _late_dropped(ctx.settings, a) for a in ARCHITECTURES}
+        truly_late = ctx.run.workload.get("late_events")
         before = {a: ctx.sampler.rows_off(a) for a in ARCHITECTURES}
         ctx.wait(
             lambda: _archived_all(ctx.settings), ctx.catch_up_timeout_s, "the archive catching up"
@@ -153,22 +185,24 @@ def late(ctx: Context) -> None:
             repaired = handed_off if a == "lambda" and after[a] == 0 else None
             ctx.run.late.append(LateData(a, dropped[a], before[a], after[a], repaired))
             notes.append(
-                f"{a}: {dropped[a]:,} events dropped behind its watermark; rows off "
-                f"{before[a]:,} before Lambda's batch, {after[a]:,} after"
+                f"{a}: {dropped[a]:,} events dropped behind its watermark (truly late in the "
+                f"workload: {truly_late}); rows off {before[a]:,} before Lambda's batch, "
+                f"{after[a]:,} after"
             )
 
     _span(ctx, "late", "Late and out-of-order data: Lambda's next batch repairs it", body)
 
 
-def _streams_running(settings: Settings) -> bool:
-    """Whether the speed layer, the Kappa job and the archiver have each committed a batch."""
+def _answering(settings: Settings, architecture: str) -> bool:
+    """Whether the stream `architecture`'s readers see has committed a micro-batch."""
     with connect(settings) as conn:
-        live = [versions.live_stream(conn, a) for a in ARCHITECTURES]
-        streams = [s for s in live if s is not None]
-        if len(streams) < len(live):
-            return False
-        streams.append(archiver_stream("profiles"))
-        return all(realtime.load_progress(conn, s).last_batch_id >= 0 for s in streams)
+        live = versions.live_stream(conn, architecture)
+        return live is not None and realtime.load_progress(conn, live).last_batch_id >= 0
+
+
+def _archiver_running(settings: Settings) -> bool:
+    with connect(settings) as conn:
+        return realtime.load_progress(conn, archiver_stream("profiles")).last_batch_id >= 0
 
 
 def _archived_all(settings: Settings) -> bool:

@@ -37,7 +37,7 @@ _PRODUCER_CONFIG = {
 
 def partition_for(key: bytes, partitions: int) -> int:
     """The partition a record keyed `key` goes to: Java's default partitioner, which
-    `_PRODUCER_CONFIG`'s murmur2 partitioner matches (Kafka's ``Utils.murmur2``, made positive,
+    `line_producer`'s murmur2 partitioner matches (Kafka's ``Utils.murmur2``, made positive,
     modulo the partition count). What a user's events share, computed without a broker."""
     mask = 0xFFFFFFFF
     m = 0x5BD1E995
@@ -155,7 +155,7 @@ def _loads(line: bytes) -> Any:
     return json.loads(line)
 
 
-def _record_for(line: bytes, timestamp_field: str) -> tuple[bytes | None, bytes | None, int, bool]:
+def record_for(line: bytes, timestamp_field: str) -> tuple[bytes | None, bytes | None, int, bool]:
     """The record for one JSONL line, as CONTRACT §4 says: (key, value, timestamp, parsed).
 
     A timestamp of 0 means "none": the producer then stamps the broker-side current time, as it
@@ -182,13 +182,27 @@ def _record_for(line: bytes, timestamp_field: str) -> tuple[bytes | None, bytes 
     return key, value, timestamp, True
 
 
+def line_producer(settings: Settings) -> Any:
+    """A producer as `lk produce`'s (idempotent, Java's partitioner): with `record_for`, what
+    any writer of JSONL lines to the log uses, so their records land alike."""
+    from confluent_kafka import Producer
+
+    return Producer(
+        {
+            "bootstrap.servers": settings.kafka_bootstrap,
+            **_PRODUCER_CONFIG,
+            "logger": quiet_client_logger(),
+        }
+    )
+
+
 def produce_file(
     settings: Settings,
     path: Path,
     topic: str,
     progress: Callable[[ProduceReport], None] | None = None,
 ) -> ProduceReport:
-    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka import KafkaError, KafkaException
 
     timestamp_field = "updated_ts" if topic == settings.profiles_topic else "received_ts"
     report = ProduceReport(topic)
@@ -203,13 +217,7 @@ def produce_file(
         else:
             errors.append(str(err))
 
-    producer = Producer(
-        {
-            "bootstrap.servers": settings.kafka_bootstrap,
-            **_PRODUCER_CONFIG,
-            "logger": quiet_client_logger(),
-        }
-    )
+    producer = line_producer(settings)
     produce, poll = producer.produce, producer.poll
     records = keyed = tombstones = raw_unparsed = 0
     started = time.monotonic()
@@ -231,7 +239,7 @@ def produce_file(
                 line = raw.rstrip(b"\r\n")
                 if not line.strip():  # a blank line is no record (the oracle skips it too)
                     continue
-                key, value, timestamp, parsed = _record_for(line, timestamp_field)
+                key, value, timestamp, parsed = record_for(line, timestamp_field)
                 try:
                     while True:
                         try:

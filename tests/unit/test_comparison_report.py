@@ -4,14 +4,17 @@ a run that measured nothing says so per figure; the JSON beside it reads back eq
 
 from __future__ import annotations
 
+import html
 import math
 import random
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from comparison.figures import (
+    WARM_UP,
     ChartWeight,
     CodeSize,
     Compaction,
@@ -24,6 +27,9 @@ from comparison.figures import (
     Sample,
     ScenarioSpan,
     StoredBytes,
+    Sweep,
+    SweepPoint,
+    Warmup,
     WrongAnswers,
 )
 from comparison.report import JSON_FILE, REPORT_FILE, render, write_report
@@ -31,9 +37,11 @@ from tests.browser import chromium
 
 FIGURE_IDS = (
     "fig-error",
+    "fig-warmup",
     "fig-freshness",
     "fig-late",
     "fig-reprocessing",
+    "fig-history-cost",
     "fig-wrong-answers",
     "fig-compaction",
     "fig-cost-cpu",
@@ -113,20 +121,26 @@ def synthetic_run() -> ComparisonRun:
             "duration_s": 720,
             "profiles": 400,
             "late_events": 410,
+            "event_time_span_s": 4 * 3600,
+            "produced_in_s": 720,
+            "watermark_delay_minutes": 10,
+            "cpus": 2,
+            "memory_gib": 23.4,
         },
         scenarios=[
-            ScenarioSpan("steady", "steady state", 0, 120),
+            ScenarioSpan("steady", "steady state", 15, 120),
             ScenarioSpan("late", "late events", 120, 240, ["410 events 20 min late"]),
             ScenarioSpan("logic-change", "logic change v2", 240, 420, ["deployed at 260 s"]),
             ScenarioSpan("bug-and-fix", "bug and fix", 420, 600, ["v-bug at 440 s, fixed by v3"]),
             ScenarioSpan("compaction", "profiles compacted", 600, 720),
         ],
+        warmup=[Warmup("lambda", 0.0, 14.5), Warmup("kappa", 0.0, 11.0)],
         samples=samples,
         freshness=[
             Freshness("lambda", lags["lambda"], 2.2, 5.6),
             Freshness("kappa", lags["kappa"], 1.7, 4.4),
         ],
-        late=[LateData("lambda", 412, 37, 0, 300.0), LateData("kappa", 398, 35, 35, None)],
+        late=[LateData("lambda", 402, 37, 0, 300.0), LateData("kappa", 398, 35, 35, None)],
         reprocessing=[
             Reprocessing(
                 "logic-change",
@@ -274,8 +288,27 @@ def synthetic_run() -> ComparisonRun:
                 "tests": {"part": "tooling", "lines": 11_788},
             },
         ),
+        sweep=SWEEP,
         log_file="compare.log",
     )
+
+
+SWEEP = Sweep(
+    date="2026-11-28",
+    machine={"cpus": 2, "memory_gib": 23.4, "kind": "a shared VM"},
+    points=[
+        SweepPoint("lambda", 10_000, 41.2, 60.1, 900 * MIB),
+        SweepPoint("kappa", 10_000, 18.5, 25.0, None),
+        SweepPoint("lambda", 100_000, 52.0, None, None),
+        SweepPoint("kappa", 100_000, 31.0, 48.0, 800 * MIB),
+        SweepPoint("lambda", 1_000_000, 96.0, 210.0, int(2.4 * GIB)),
+        SweepPoint("kappa", 1_000_000, 160.0, 300.0, int(1.7 * GIB)),
+        SweepPoint("lambda", 5_000_000, 290.0, 900.0, int(3.1 * GIB)),
+        SweepPoint("kappa", 5_000_000, 760.0, 1_450.0, int(1.9 * GIB)),
+    ],
+    source="sweep-2026-11-28.json",
+)
+"""Kappa's replay sooner on small histories, Lambda's recompute on large ones."""
 
 
 @pytest.fixture(scope="module")
@@ -287,7 +320,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[ComparisonRun, Pa
     return run, page, data
 
 
-def _section(page: str, fig_id: str) -> str:
+def section_html(page: str, fig_id: str) -> str:
     """The HTML of one figure's section."""
     start = page.index(f'id="{fig_id}"')
     end = page.find("<section", start)
@@ -327,15 +360,15 @@ def test_the_full_report_has_every_part_and_no_url_but_its_json(
 ) -> None:
     page = written[1].read_text()
     for fig_id in FIGURE_IDS:
-        section = _section(page, fig_id)
+        section = section_html(page, fig_id)
         assert "How to read this" in section and NOT_MEASURED not in section, fig_id
     without_images = re.sub(r'src="data:image/png;base64,[A-Za-z0-9+/=]+"', 'src=""', page)
     assert not re.search(r"https?:|//[a-z]", without_images)  # nothing to fetch, nothing linked
     assert set(re.findall(r'href="([^"#][^"]*)"', page)) == {JSON_FILE}
     # Numbers a reader looks for are in the tables, not only in pixels.
-    reprocessing = _section(page, "fig-reprocessing")
+    reprocessing = section_html(page, "fig-reprocessing")
     assert "batch recompute" in reprocessing and "replay" in reprocessing and "3, 4" in reprocessing
-    assert "Lambda&#x27;s master dataset kept them." in _section(page, "fig-compaction")
+    assert "Lambda&#x27;s master dataset kept them." in section_html(page, "fig-compaction")
     assert "18000" in page and "2026-11-24T15:30:00Z" in page
 
 
@@ -343,7 +376,7 @@ def test_a_run_that_measured_nothing_says_so_for_every_figure() -> None:
     run = ComparisonRun(created_at="2026-11-24T16:00:00Z", workload={"seed": 1})
     page = render(run)
     for fig_id in FIGURE_IDS:
-        assert NOT_MEASURED in _section(page, fig_id), fig_id
+        assert NOT_MEASURED in section_html(page, fig_id), fig_id
     assert "<img" not in page
 
 
@@ -360,7 +393,7 @@ def test_figures_without_their_data_say_so_while_the_others_draw() -> None:
     page = render(run)
     drawn = {"fig-error", "fig-freshness", "fig-late", "fig-code"}
     for fig_id in FIGURE_IDS:
-        section = _section(page, fig_id)
+        section = section_html(page, fig_id)
         assert ("<img" in section) == (fig_id in drawn), fig_id
         assert (NOT_MEASURED in section) == (fig_id not in drawn), fig_id
 
@@ -392,3 +425,149 @@ def test_the_json_beside_the_report_reads_back_equal(
 def test_each_figure_has_its_anchor_in_the_contents(fig_id: str) -> None:
     page = render(ComparisonRun(created_at="2026-11-24T16:00:00Z", workload={}))
     assert f'<a href="#{fig_id}">' in page
+
+
+def _how(page: str, fig_id: str) -> str:
+    """The "How to read this" of one figure, as text."""
+    found = re.search(
+        r'<aside class="how"><h3>How to read this</h3><p>(.*?)</p>',
+        section_html(page, fig_id),
+        re.S,
+    )
+    assert found is not None, fig_id
+    return html.unescape(re.sub(r"<[^>]+>", "", found[1]))
+
+
+def test_error_figures_are_per_scenario_and_leave_the_warm_up_out() -> None:
+    def reads(scenario: str, t0: float, share: float) -> list[Sample]:
+        return [
+            Sample(t0 + t, scenario, architecture, view, 100, 100, round(share * 100), 1)
+            for t in (0.0, 2.0)
+            for architecture in ("lambda", "kappa")
+            for view in VIEWS
+        ]
+
+    run = ComparisonRun(
+        created_at="2026-11-24T16:00:00Z",
+        workload={},
+        scenarios=[
+            ScenarioSpan("steady", "steady", 10, 20),
+            ScenarioSpan("bug-and-fix", "", 20, 30),
+        ],
+        warmup=[Warmup("lambda", 0.0, 9.0), Warmup("kappa", 0.0, 8.0)],
+        samples=[
+            *reads(WARM_UP, 5, 0.9),
+            *reads("steady", 10, 0.02),
+            *reads("bug-and-fix", 20, 0.5),
+        ],
+    )
+    page = render(run)
+    how = _how(page, "fig-error")
+    assert (
+        "steady (events in flight, and those a stream dropped as late): lambda a mean 2.0% off"
+        in how
+    )
+    assert "bug-and-fix (the wrong version, until its fix): lambda a mean 50.0% off" in how
+    # Never a figure over scenarios or over the warm-up: (2% + 50%) / 2, or with its 90%.
+    for blend in ("26.0%", "47.3%", "mean share off was"):
+        assert blend not in how
+    assert "warm-up" not in _table_rows(section_html(page, "fig-error"))
+    assert "lambda 9.0 s; kappa 8.0 s; kappa answered first, 1.0 s before lambda" in _how(
+        page, "fig-warmup"
+    )
+
+
+def _table_rows(section: str) -> str:
+    """The rows of a figure's first table."""
+    return section[section.index("<tbody>") : section.index("</tbody>")]
+
+
+def test_the_late_figure_prints_the_truly_late_events_beside_each_drop() -> None:
+    full = synthetic_run()
+    page = render(full)
+    how = _how(page, "fig-late")
+    assert "The workload held 410 truly late events" in how
+    assert "Dropped in this run: lambda 402, kappa 398; every stream within that bound." in how
+    assert "can exceed" not in how  # the old single watermark's excess is no longer explained
+    assert "<td>410</td>" in _table_rows(section_html(page, "fig-late"))
+    over = replace(
+        full, late=[LateData("lambda", 402, 37, 0, 300.0), LateData("kappa", 411, 35, 35, None)]
+    )
+    assert "more than the bound in kappa" in _how(render(over), "fig-late")
+
+
+def test_freshness_says_once_how_much_the_demo_compresses_event_time() -> None:
+    page = render(synthetic_run())  # 4 hours of event time produced in 720 s
+    assert page.count("compresses event time") == 1
+    assert "4.0 hours of event time were produced in 720 s" in _how(page, "fig-freshness")
+    assert "20 times faster than they happened" in _how(page, "fig-freshness")
+
+
+def test_the_history_cost_says_where_each_architecture_wins_from_the_sweep() -> None:
+    how = _how(render(synthetic_run()), "fig-history-cost")
+    assert "sweep of 2026-11-28 (2 CPUs, 23.4 GiB, a shared VM)" in how
+    assert "Kappa's replay was faster at 10k and 100k events" in how
+    assert "Lambda's batch recompute was faster at 1M and 5M events" in how
+    assert "The lines cross between 100k and 1M events" in how
+    assert "almost all of the time is start-up" in how
+    assert "Kappa pays less to start, Lambda less per event: so Kappa wins small histories" in how
+    assert "lambda 62.0 s (logic-change), kappa 118 s (logic-change); lambda was sooner" in how
+    # The same sweep with the architectures' times swapped reads the other way round.
+    swapped = replace(
+        SWEEP,
+        points=[
+            replace(p, architecture="kappa" if p.architecture == "lambda" else "lambda")
+            for p in SWEEP.points
+        ],
+    )
+    how = _how(render(replace(synthetic_run(), sweep=swapped)), "fig-history-cost")
+    assert "Lambda's batch recompute was faster at 10k and 100k events" in how
+    assert "Lambda pays less to start, Kappa less per event: so Lambda wins small histories" in how
+
+
+def test_without_a_sweep_the_history_cost_shows_the_run_alone_and_says_so() -> None:
+    page = render(replace(synthetic_run(), sweep=None))
+    section = section_html(page, "fig-history-cost")
+    assert section.count("<img") == 1
+    assert "No sweep over history sizes exists yet" in _how(page, "fig-history-cost")
+    assert "sweep 2026" not in section
+    alone = replace(synthetic_run(), sweep=None, reprocessing=[])
+    assert NOT_MEASURED in section_html(render(alone), "fig-history-cost")
+
+
+def test_a_sweep_alone_draws_with_a_word_on_the_missing_run_points() -> None:
+    page = render(replace(synthetic_run(), reprocessing=[]))
+    assert "This run reprocessed nothing" in _how(page, "fig-history-cost")
+    assert section_html(page, "fig-history-cost").count("<img") == 1
+
+
+def test_the_weight_text_follows_the_chart() -> None:
+    full = synthetic_run()
+    assert "both requests less CPU and memory" in _how(render(full), "fig-weight")
+    heavy = [
+        replace(w, cpu_requests_millicores=5000) if w.mode == "both" else w
+        for w in full.chart_weight
+    ]
+    assert "both requests not less CPU and memory" in _how(
+        render(replace(full, chart_weight=heavy)), "fig-weight"
+    )
+
+
+def test_the_history_cost_draws_no_conclusion_its_points_do_not_bear_out() -> None:
+    points = [
+        SweepPoint("lambda", 10_000, 10.0),
+        SweepPoint("kappa", 10_000, 12.0),
+        SweepPoint("lambda", 100_000, 30.0),  # Kappa faster here, against the two-point costs
+        SweepPoint("kappa", 100_000, 20.0),
+        SweepPoint("lambda", 1_000_000, 40.0),
+        SweepPoint("kappa", 1_000_000, 90.0),
+    ]
+    run = replace(synthetic_run(), sweep=replace(SWEEP, points=points))
+    how = _how(render(run), "fig-history-cost")
+    assert "Lambda is cheaper on both counts." in how
+    assert "wins at every size" not in how
+    assert "The lines cross between 10k and 100k events, between 100k and 1M events." in how
+    lambda_only = replace(run, sweep=replace(SWEEP, points=points[4:5]))
+    assert "no history size measured for both architectures" in _how(
+        render(lambda_only), "fig-history-cost"
+    )

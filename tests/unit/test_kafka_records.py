@@ -6,36 +6,36 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.kafka_io import _record_for, partition_for
+from core.kafka_io import partition_for, record_for
 
 
 def test_a_valid_line_is_keyed_by_user_and_stamped_with_its_time() -> None:
     line = b'{"event_id":"e1","user_id":"u-1","received_ts":1700000000000}'
-    assert _record_for(line, "received_ts") == (b"u-1", line, 1700000000000, True)
+    assert record_for(line, "received_ts") == (b"u-1", line, 1700000000000, True)
 
 
 def test_a_line_that_is_not_json_goes_as_raw_bytes_without_a_key() -> None:
-    assert _record_for(b"not json", "received_ts") == (None, b"not json", 0, False)
+    assert record_for(b"not json", "received_ts") == (None, b"not json", 0, False)
 
 
 def test_a_lone_surrogate_in_user_id_still_gives_a_key() -> None:
     line = b'{"event_id":"e1","user_id":"\\ud800x","received_ts":5}'
-    key, value, timestamp, parsed = _record_for(line, "received_ts")
+    key, value, timestamp, parsed = record_for(line, "received_ts")
     assert key == "\ud800x".encode("utf-8", "surrogatepass") and key != b"\xef\xbf\xbdx"
     assert (value, timestamp, parsed) == (line, 5, True)
 
 
 def test_a_tombstone_has_no_value() -> None:
     line = b'{"user_id":"u-2","tombstone":true,"updated_ts":9}'
-    assert _record_for(line, "updated_ts") == (b"u-2", None, 9, True)
+    assert record_for(line, "updated_ts") == (b"u-2", None, 9, True)
 
 
 def test_a_timestamp_no_record_can_carry_goes_without_one() -> None:
     for ts in (2**63, 2**70, -1):
         line = b'{"user_id":"u-3","received_ts":%d}' % ts
-        assert _record_for(line, "received_ts") == (b"u-3", line, 0, True)
+        assert record_for(line, "received_ts") == (b"u-3", line, 0, True)
     top = b'{"user_id":"u-3","received_ts":%d}' % (2**63 - 1)
-    assert _record_for(top, "received_ts")[2] == 2**63 - 1
+    assert record_for(top, "received_ts")[2] == 2**63 - 1
 
 
 @settings(max_examples=300, deadline=None)
@@ -44,7 +44,7 @@ def test_a_timestamp_no_record_can_carry_goes_without_one() -> None:
     | st.from_regex(rb'\{"user_id": ?"[^"]{0,5}", ?"received_ts": ?-?\d{1,30}\}')
 )
 def test_any_line_gives_a_record_that_kafka_can_take(line: bytes) -> None:
-    key, value, timestamp, _ = _record_for(line, "received_ts")
+    key, value, timestamp, _ = record_for(line, "received_ts")
     assert 0 <= timestamp <= 2**63 - 1
     assert value is None or isinstance(value, bytes)
     assert key is None or isinstance(key, bytes)
