@@ -283,24 +283,45 @@ def produce_file(
     return report
 
 
+class LogBounds:
+    """A consumer kept open to ask where each partition of a topic begins and ends. A stream
+    asks at every micro-batch (`lost_records`): a new client each time cost 33 ms there, its
+    connection and metadata round trips. Used by one thread at a time; `close` it after."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._consumer: Any = None
+
+    def __call__(self, topic: str) -> dict[int, tuple[int, int]]:
+        """(low, high) offsets per partition of `topic`."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        if self._consumer is None:
+            self._consumer = Consumer(
+                {
+                    "bootstrap.servers": self.settings.kafka_bootstrap,
+                    "group.id": "lk-inspect",
+                    "logger": quiet_client_logger(),
+                    "enable.auto.commit": False,
+                }
+            )
+        metadata = self._consumer.list_topics(topic, timeout=10)
+        partitions = sorted(metadata.topics[topic].partitions)
+        return {p: _watermarks(self._consumer, TopicPartition(topic, p)) for p in partitions}
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
 def end_offsets(settings: Settings, topic: str) -> dict[int, tuple[int, int]]:
     """(low, high) watermark offsets per partition."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": settings.kafka_bootstrap,
-            "group.id": "lk-inspect",
-            "logger": quiet_client_logger(),
-            "enable.auto.commit": False,
-        }
-    )
+    bounds = LogBounds(settings)
     try:
-        metadata = consumer.list_topics(topic, timeout=10)
-        partitions = sorted(metadata.topics[topic].partitions)
-        return {p: _watermarks(consumer, TopicPartition(topic, p)) for p in partitions}
+        return bounds(topic)
     finally:
-        consumer.close()
+        bounds.close()
 
 
 def _watermarks(consumer: Any, partition: Any, timeout_s: float = 10.0) -> tuple[int, int]:
@@ -336,14 +357,18 @@ def log_end(settings: Settings) -> dict[str, int]:
     return {tp: high for tp, (_low, high) in log_bounds(settings).items()}
 
 
-def lost_records(settings: Settings, topic: str, start: Mapping[str, int]) -> str | None:
+def lost_records(
+    settings: Settings, topic: str, start: Mapping[str, int], bounds: LogBounds | None = None
+) -> str | None:
     """Why records of `topic` that a reader standing at `start` (per ``topic/partition``) has
-    not read yet are no longer in the log, or None when they all are.
+    not read yet are no longer in the log, or None when they all are (`bounds`: a consumer to
+    ask, kept by a caller that asks often).
 
     Spark's Kafka source cannot tell this for a source that also reads a compacted topic
     (`profiles`, whose compaction leaves offset gaps by design), so a stream of both topics
     runs with `failOnDataLoss=false` and asks here instead, for `events`."""
-    for partition, (low, high) in end_offsets(settings, topic).items():
+    ends = end_offsets(settings, topic) if bounds is None else bounds(topic)
+    for partition, (low, high) in ends.items():
         at = start.get(f"{topic}/{partition}")
         if at is None:
             continue

@@ -113,6 +113,10 @@ class Settings(BaseSettings):
     spark_jvm_niceness: int = Field(default=10, ge=0, le=19)
     # Upper bound of records per micro-batch (bounds memory and latency of one micro-batch).
     stream_max_offsets_per_trigger: int = 200_000
+    # Partitions of a stream's deduplication state (RocksDB), fixed when its checkpoint is
+    # made: each is a store opened, committed and checkpointed at every micro-batch, a fixed
+    # cost that a trickle pays in full (docs/BENCHMARKS.md, what a small micro-batch costs).
+    stream_state_partitions: int = Field(default=2, ge=1)
     # Kappa reprocessing: the new version has caught up when, after a replay round, it is at
     # most this many records behind the log end (all partitions) and its watermark is this
     # close to the live version's (`kappa.reprocess.caught_up`).

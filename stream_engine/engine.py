@@ -39,10 +39,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core import ingestion
-from core.checkpoints import batch_offsets, checkpoint_id, last_committed
+from core.checkpoints import Offsets, batch_offsets, checkpoint_id, last_committed
 from core.event_clock import EventClocks
 from core.events import profile_from_record
-from core.kafka_io import lost_records
+from core.kafka_io import LogBounds, lost_records
 from core.object_store import object_store
 from core.settings import Settings
 from core.spark import start_checkpointed
@@ -175,6 +175,9 @@ class StreamEngine:
         self._failure: Exception | None = None
         self.inbox = Inbox(object_store(settings), inbox_root(spec.checkpoint))
         self._merges: MergeThread[PendingBatch] | None = None
+        self._log_bounds = LogBounds(settings)  # asked at every micro-batch
+        self._ends: dict[int, Offsets] = {}
+        """Where the last micro-batch read up to (its checkpoint's offsets log, read once)."""
 
     # -- the query ------------------------------------------------------------------------
 
@@ -198,13 +201,15 @@ class StreamEngine:
         )
         if self._merges is not None:
             self._merges.finish()  # a query started before: its merges are done first
+        self._ends.clear()  # batch ids of a checkpoint that may have been replaced meanwhile
         self._merges = MergeThread(self._merge, f"{self.spec.stream}-merge")
         self._recover(self._merges)
         if available_now:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
-        return start_checkpointed(self.spark, writer, self.spec.checkpoint)
+        partitions = {"spark.sql.shuffle.partitions": str(self.settings.stream_state_partitions)}
+        return start_checkpointed(self.spark, writer, self.spec.checkpoint, partitions)
 
     # -- one micro-batch ----------------------------------------------------------------------
 
@@ -219,8 +224,11 @@ class StreamEngine:
         and committed, then why the stream stopped, None if it did not fail: the micro-batch's
         own error when it raised one (a sentence, not Spark's wrapping of a Python
         traceback), else Spark's."""
-        if self._merges is not None and (failed := self._merges.finish()) is not None:
-            return str(failed)
+        merges_failed = self._merges.finish() if self._merges is not None else None
+        self.keyed.close()  # the merge thread is done with it
+        self._log_bounds.close()  # and the query's thread with this
+        if merges_failed is not None:
+            return str(merges_failed)
         if query.exception() is None:
             return None
         return str(self._failure) if self._failure is not None else str(query.exception())
@@ -256,11 +264,15 @@ class StreamEngine:
         merges = self._merges
         assert merges is not None, "a micro-batch runs only in a started query"
         checkpoint = self.spec.checkpoint
-        start = {**progress.offsets, **batch_offsets(self.spark, checkpoint, batch_id - 1)}
-        lost = lost_records(self.settings, self.settings.events_topic, start)
+        before = self._ends.pop(batch_id - 1, None)
+        if before is None:  # the query's first micro-batch
+            before = batch_offsets(self.spark, checkpoint, batch_id - 1)
+        start = {**progress.offsets, **before}
+        lost = lost_records(self.settings, self.settings.events_topic, start, self._log_bounds)
         if lost is not None:
             raise DataLossError(f"{self.spec.stream}: {lost}")
         end = batch_offsets(self.spark, checkpoint, batch_id)
+        self._ends = {batch_id: end}
         pending = PendingBatch(batch_id, self._collect(batch), end)
         self.inbox.put(pending, self._checkpoint_id())
         merges.hand(pending)
@@ -393,7 +405,10 @@ def recompute_accepted(
     events = log.read(accepted_log.EVENTS, EVENTS, since_ms=cutoff)
     profiles = log.read(accepted_log.PROFILES, PROFILES)
     keyed = KeyedMerge(spec.stream, spec.session_seeds)
-    return keyed.recompute(conn, events, profiles, cutoff, spec.logic(conn))
+    try:
+        return keyed.recompute(conn, events, profiles, cutoff, spec.logic(conn))
+    finally:
+        keyed.close()
 
 
 def behind_watermark(

@@ -65,6 +65,19 @@ FIGURES = (
     Figure(
         "  micro-batch p99", ("speed", "engine_phases", "batch_seconds_percentiles", "p99"), "s"
     ),
+    Figure(
+        "  stream CPU a micro-batch, first 30 s",
+        ("speed", "stream_cpu", "first_window", "cpu_s_per_micro_batch"),
+        "CPU-s",
+    ),
+    Figure(
+        "  stream CPU a micro-batch, last 30 s",
+        ("speed", "stream_cpu", "last_window", "cpu_s_per_micro_batch"),
+        "CPU-s",
+        0.3,
+        at_most=True,
+    ),
+    Figure("  stream CPU, last 30 s", ("speed", "stream_cpu", "last_window", "cores"), "cores"),
     *_api_aim("API filtered query", "filtered", api.FILTERED_AIM),
     *_api_aim("API 1,000-row page", "page_1000", api.PAGE_AIM),
     *_api_aim("API 304 revalidation", "revalidation_304", api.REVALIDATION_AIM),

@@ -38,6 +38,7 @@ from core.settings import Settings
 from tests.benchmarks.live_producer import MARKER_PREFIX, produce_live
 from tests.benchmarks.phases import PhaseTimer, phase_lines
 from tests.benchmarks.progress import QueryWatcher
+from tests.benchmarks.threads import CpuWindows, window_figures, window_lines
 from tests.isolation import settings_env
 from tests.serving_pages import read_whole
 
@@ -175,6 +176,7 @@ class SpeedConfig:
     grace_s: float = 120.0
     probe_interval_s: float = 0.25
     warmup_timeout_s: float = 300.0  # the first (empty) micro-batch creates the state tables
+    cpu_window_s: float = 30.0  # the stream's CPU is given per window: the JIT's part shrinks
 
 
 def _stop_between_batches(
@@ -251,10 +253,15 @@ def run(
                 flush=True,
             )
             produced_from = time.time()
+            jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
+            cpu = CpuWindows({"JVM": jvm, "driver": os.getpid()}, config.cpu_window_s)
+            cpu.start(len(speed.engine.outcomes))
             while producer.is_alive():
                 producer.join(timeout=5)
                 if query.exception() is not None:
                     raise RuntimeError(f"speed layer failed: {query.exception()}")
+                cpu.tick(len(speed.engine.outcomes))
+            cpu.tick(len(speed.engine.outcomes), last=True)
             produced_until = time.time()
             produced = results.get(timeout=30)
             grace_until = time.monotonic() + config.grace_s
@@ -277,6 +284,15 @@ def run(
     window = (produced_from, produced_until, drained_at)
     figures = _figures(config, produced, window, watcher.of(LAMBDA_SPEED), probe, timer)
     figures["warmup_s"] = round(warmup_s, 1)
+    figures["cpu_windows"] = cpu.windows
+    if cpu.windows:  # the first window holds the JIT's warm-up, the last the closest to steady
+        figures["stream_cpu"] = {
+            "first_window": window_figures(cpu.windows[0]),
+            "last_window": window_figures(cpu.windows[-1]),
+        }
+    print("  the stream's CPU while producing, window by window:", flush=True)
+    for line in window_lines(cpu.windows):
+        print(line, flush=True)
     return figures
 
 

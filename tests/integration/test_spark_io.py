@@ -83,7 +83,8 @@ def test_a_stream_on_minio_writes_its_checkpoint_in_place_and_a_local_one_still_
     spark, stack: Settings
 ) -> None:
     """``start_checkpointed``: the direct file manager is the MinIO query's own setting (it
-    refuses a local path), so a query checkpointed locally on the same session still runs."""
+    refuses a local path), so a query checkpointed locally on the same session still runs; so
+    is the conf it is given (a stream's state partitions), the session's left as it was."""
     from core.spark import start_checkpointed
 
     key = "spark.sql.streaming.checkpointFileManagerClass"
@@ -99,8 +100,10 @@ def test_a_stream_on_minio_writes_its_checkpoint_in_place_and_a_local_one_still_
         spark,
         counts.writeStream.format("noop").outputMode("update").trigger(processingTime="1 second"),
         checkpoint,
+        {"spark.sql.shuffle.partitions": "3"},  # the query's own, as a stream's state partitions
     )
     assert spark.conf.get(key, None) is None, "the session keeps Spark's default"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == str(stack.spark_shuffle_partitions)
     local = _rate_to_noop(spark)
     try:
         deadline = time.monotonic() + 60
@@ -111,6 +114,10 @@ def test_a_stream_on_minio_writes_its_checkpoint_in_place_and_a_local_one_still_
         # The store does not count its rows (`core.spark`): the updates show it wrote them.
         updated = sum(p["stateOperators"][0]["numRowsUpdated"] for p in on_minio.recentProgress)
         assert updated >= 3
+        partitions = {
+            p["stateOperators"][0]["numShufflePartitions"] for p in on_minio.recentProgress
+        }
+        assert partitions == {3}
     finally:
         on_minio.stop()
         local.stop()

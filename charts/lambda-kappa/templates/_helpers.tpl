@@ -300,6 +300,8 @@ Call: (dict "root" $ "sparkDriverMemory" "768m" "minioUser" "archiver" "postgres
   value: {{ $root.Values.stream.watermarkDelayMinutes | int64 | quote }}
 - name: LK_STREAM_MAX_OFFSETS_PER_TRIGGER
   value: {{ $root.Values.stream.maxOffsetsPerTrigger | int64 | quote }}
+- name: LK_STREAM_STATE_PARTITIONS
+  value: {{ $root.Values.stream.statePartitions | int64 | quote }}
 - name: LK_STARTUP_TIMEOUT_S
   value: {{ $root.Values.startupTimeoutSeconds | int64 | quote }}
 {{- end }}
