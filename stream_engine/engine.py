@@ -176,8 +176,9 @@ class StreamEngine:
         self.inbox = Inbox(object_store(settings), inbox_root(spec.checkpoint))
         self._merges: MergeThread[PendingBatch] | None = None
         self._log_bounds = LogBounds(settings)  # asked at every micro-batch
-        self._ends: dict[int, Offsets] = {}
-        """Where the last micro-batch read up to (its checkpoint's offsets log, read once)."""
+        self._last_end: tuple[int, Offsets] | None = None
+        """The last micro-batch and where it read up to (its checkpoint's offsets log, read
+        once: the next micro-batch starts there)."""
 
     # -- the query ------------------------------------------------------------------------
 
@@ -201,7 +202,7 @@ class StreamEngine:
         )
         if self._merges is not None:
             self._merges.finish()  # a query started before: its merges are done first
-        self._ends.clear()  # batch ids of a checkpoint that may have been replaced meanwhile
+        self._last_end = None  # batch ids of a checkpoint that may have been replaced since
         self._merges = MergeThread(self._merge, f"{self.spec.stream}-merge")
         self._recover(self._merges)
         if available_now:
@@ -264,15 +265,17 @@ class StreamEngine:
         merges = self._merges
         assert merges is not None, "a micro-batch runs only in a started query"
         checkpoint = self.spec.checkpoint
-        before = self._ends.pop(batch_id - 1, None)
-        if before is None:  # the query's first micro-batch
+        last = self._last_end
+        if last is not None and last[0] == batch_id - 1:
+            before = last[1]
+        else:  # the query's first micro-batch
             before = batch_offsets(self.spark, checkpoint, batch_id - 1)
         start = {**progress.offsets, **before}
         lost = lost_records(self.settings, self.settings.events_topic, start, self._log_bounds)
         if lost is not None:
             raise DataLossError(f"{self.spec.stream}: {lost}")
         end = batch_offsets(self.spark, checkpoint, batch_id)
-        self._ends = {batch_id: end}
+        self._last_end = (batch_id, end)
         pending = PendingBatch(batch_id, self._collect(batch), end)
         self.inbox.put(pending, self._checkpoint_id())
         merges.hand(pending)
