@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from comparison.figures import read_sweep
 from tests.benchmarks import run, sweep
 from tests.benchmarks.report import machine
 from tests.benchmarks.sweep import Point
@@ -78,6 +79,12 @@ def test_the_file_should_have_the_shape_the_report_reads(tmp_path: Path) -> None
         assert point["architecture"] in ("lambda", "kappa")
         assert isinstance(point["events"], int) and isinstance(point["peak_rss_bytes"], int)
         assert isinstance(point["seconds"], float) and isinstance(point["cpu_seconds"], float)
+    # The report's own reader takes it: the file's shape is the one `comparison` defines.
+    read_back = read_sweep(read)
+    assert read_back.date == "2026-11-28" and read_back.machine == read["machine"]
+    assert [(p.architecture, p.events, p.seconds) for p in read_back.points] == [
+        (p["architecture"], p["events"], p["seconds"]) for p in read["points"]
+    ]
 
 
 def test_the_fixed_cost_should_be_the_smallest_log_and_the_rest_per_million() -> None:
