@@ -1,11 +1,11 @@
-"""The batch layer's computation: the five batch views from the whole master dataset up to a
+"""The batch layer's computation: the seven batch views from the whole master dataset up to a
 cutoff, written as a new version.
 
 The master dataset holds the log's raw records; a batch run reads them at one pinned Delta
 version (`BatchInput`) and validates them here, with the shared parsing (`core.ingestion`,
 as the speed layer and the Kappa job do), once per run: the raw gate checks the new valid
 events and the recompute reads them all from the same parse; the valid events are deduplicated
-over all history and cached for the five views, and the invalid ones are counted (the
+over all history and cached for the views, and the invalid ones are counted (the
 version's `quarantined`). The views come from the shared view logic
 (`core.views`), the same partial aggregates the speed layer and the Kappa job use. The run
 around it (gates, `ready`, the hand-off) is `batch_layer.pipeline`, whose `run_batch` runs it in
@@ -24,10 +24,11 @@ from core.catalog import CLICK_WINDOW_MS, VIEWS
 from core.frames import empty_profiles
 from core.master_dataset import PARTITION_COLUMNS, RAW_COLUMNS, MasterDataset, require_raw
 from core.settings import Architecture, Settings
-from core.store import versions
+from core.store import state, versions
 from core.store.schema import batch_table
+from core.store.streams import batch_partials_stream
 from core.times import to_timestamp
-from core.views import VIEW_INPUT_COLUMNS, compute_all, compute_view, keep
+from core.views import PARTIALS, VIEW_INPUT_COLUMNS, compute_partial, compute_view, keep
 
 if TYPE_CHECKING:
     import psycopg
@@ -242,25 +243,46 @@ def batch_views(
     """The batch views for event time before the cutoff, from `deduplicated` events.
 
     Deduplication runs over the whole history, before this (the caller caches it once for the
-    five views). Views are computed on events up to the cutoff plus the click window, so that a
-    search just before the cutoff still sees its clicks, and then keep only windows that start
-    before the cutoff. Sessions use only events before the cutoff: a session still open there
-    is continued by the speed layer, which merges it with what follows.
+    views). Tumbling windows are computed on events up to the cutoff plus the click window, so
+    that a search just before the cutoff still sees its clicks, and then keep only windows that
+    start before the cutoff. A view whose rows straddle the cutoff (a session, a hopping window,
+    the current state: ``ViewSpec.straddles_cutoff``) takes only the events before it: the
+    speed layer merges what follows into it (continues the session, adds to the window, merges
+    the partials per user at the hand-off).
     """
     from pyspark.sql import functions as F
 
     events = keep(events, logic)  # after dedup, as in the oracle
     window_input = events.where(F.col("event_ts") < cutoff_ms + CLICK_WINDOW_MS)
-    session_input = events.where(F.col("event_ts") < cutoff_ms)
-    views = compute_all(window_input, profiles)
+    before_cutoff = events.where(F.col("event_ts") < cutoff_ms)
     cutoff = F.lit(to_timestamp(cutoff_ms))
     result = {}
-    for name, frame in views.items():
-        if VIEWS[name].window_ms is None:
-            continue
-        result[name] = frame.where(F.col("window_start") < cutoff)
-    result["sessions"] = compute_view("sessions", session_input, profiles)
+    for name, spec in VIEWS.items():
+        if spec.straddles_cutoff:
+            result[name] = compute_view(name, before_cutoff, profiles)
+        else:
+            view = compute_view(name, window_input, profiles)
+            result[name] = view.where(F.col("window_start") < cutoff)
     return result
+
+
+def batch_partials(
+    events: DataFrame,
+    profiles: DataFrame,
+    cutoff_ms: int,
+    logic: Query | None = None,
+) -> dict[str, DataFrame]:
+    """The partial aggregates of the views of the current state, from the events before the
+    cutoff: what the speed layer merges its own partials with, per key, at the hand-off (a
+    user's current segment applies to the revenue on both sides of the cutoff)."""
+    from pyspark.sql import functions as F
+
+    before_cutoff = keep(events, logic).where(F.col("event_ts") < cutoff_ms)
+    return {
+        name: compute_partial(name, before_cutoff, profiles)
+        for name, spec in VIEWS.items()
+        if spec.current_state
+    }
 
 
 def write_version(
@@ -299,3 +321,23 @@ def write_version(
         done.result()
     counts = versions.batch_row_counts(conn, version)
     return {name: counts[name] for name in views}
+
+
+def write_partials(conn: psycopg.Connection, partials: dict[str, DataFrame], version: int) -> int:
+    """Keep ``batch_partials`` as the state of stream ``batch_partials_stream(version)``, keyed
+    and encoded as a stream keeps its own (``core.store.state``); returns the rows kept. A
+    partial per user is brought to the driver whole: as many rows as users."""
+    from pyspark.sql import functions as F
+
+    states = {}
+    for name, frame in partials.items():
+        columns = PARTIALS[name].schema.names
+        rows = frame.select(*columns, F.to_json(F.struct(*columns)).alias(_VALUE)).toArrow()
+        key = PARTIALS[name].key
+        states[name] = state.StateRows(state.keys(rows, key), rows.column(_VALUE).to_pylist())
+    with conn.transaction():
+        state.replace_all(conn, batch_partials_stream(version), states)
+    return sum(len(rows.values) for rows in states.values())
+
+
+_VALUE = "_value"

@@ -39,6 +39,7 @@ from batch_layer.job import (
     LAMBDA,
     BatchInput,
     BatchResult,
+    batch_partials,
     batch_views,
     checked_events,
     deduplicated,
@@ -48,6 +49,7 @@ from batch_layer.job import (
     read_master_events,
     read_master_profiles,
     require_input,
+    write_partials,
     write_version,
 )
 from core.master_dataset import MasterDataset, require_raw
@@ -200,10 +202,12 @@ def compute(
         if logic_version is None and published is not None:
             logic_version = published.logic_version  # a scheduled batch keeps the published logic
         chosen_logic = logic_query(logic_version) if logic_version is not None else None
-        history = deduplicated(parsed).persist()  # deduplicated once for the five views
+        history = deduplicated(parsed).persist()  # deduplicated once for the views
         history.count()  # filled from the parse's cache, which can go now
         batch_input.release()
-        views = batch_views(history, read_master_profiles(spark, master), cutoff_ms, chosen_logic)
+        profiles = read_master_profiles(spark, master)
+        views = batch_views(history, profiles, cutoff_ms, chosen_logic)
+        partials = batch_partials(history, profiles, cutoff_ms, chosen_logic)
         with connect(settings) as conn:
             version = versions.begin_version(
                 conn,
@@ -215,6 +219,7 @@ def compute(
             batch_inputs.record(conn, version, batch_input.snapshot)
             try:
                 counts = write_version(conn, settings, views, version)
+                write_partials(conn, partials, version)
             except Exception:
                 versions.mark(conn, LAMBDA, version, "failed")
                 raise

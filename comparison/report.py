@@ -35,8 +35,11 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from matplotlib.transforms import blended_transform_factory
 
 from comparison.figures import (
+    AS_OF_JOIN,
+    TABLE_TABLE_JOIN,
     WARM_UP,
     ChartWeight,
+    Compaction,
     ComparisonRun,
     LateData,
     Reprocessing,
@@ -45,6 +48,7 @@ from comparison.figures import (
     SweepPoint,
     WrongAnswers,
 )
+from core.catalog import VIEW_NAMES
 
 REPORT_FILE: Final = "report.html"
 JSON_FILE: Final = "comparison.json"
@@ -54,7 +58,17 @@ _ARCH_COLOURS: Final = {"lambda": "#1f6feb", "kappa": "#e8590c", "shared": "#8c9
 _PART_COLOURS: Final = {**_ARCH_COLOURS, "tooling": "#d0d7de", "unclassified": "#cf222e"}
 _WARM_UP_COLOUR: Final = "#e9ecef"
 _SPAN_COLOURS: Final = ("#fff3bf", "#d3f9d8", "#e5dbff", "#ffe3e3", "#d0ebff", "#f1f3f5")
-_OTHER_COLOURS: Final = ("#2f9e44", "#ae3ec9", "#1098ad", "#f08c00", "#495057", "#c2255c")
+_OTHER_COLOURS: Final = (
+    "#2f9e44",
+    "#ae3ec9",
+    "#1098ad",
+    "#f08c00",
+    "#495057",
+    "#c2255c",
+    "#7048e8",
+    "#8d5524",
+)
+"""Colours of what is not an architecture: one per view (seven), per kind of bytes stored."""
 _T = TypeVar("_T", bound="_OfArchitecture")
 _MISSING: Final = "\N{EN DASH}"
 _KINDS: Final = colormaps["tab20"]
@@ -74,6 +88,12 @@ def _e(text: object) -> str:
 def _ordered(names: Iterable[str]) -> list[str]:
     """Architectures in reading order: Lambda, Kappa, what they share, then any other."""
     rank = {name: i for i, name in enumerate(_ARCH_ORDER)}
+    return sorted(set(names), key=lambda n: (rank.get(n, len(rank)), n))
+
+
+def _views(names: Iterable[str]) -> list[str]:
+    """Views in the catalogue's order (CONTRACT §3), then any other by name."""
+    rank = {name: i for i, name in enumerate(VIEW_NAMES)}
     return sorted(set(names), key=lambda n: (rank.get(n, len(rank)), n))
 
 
@@ -103,6 +123,14 @@ def _seconds(value: float | None) -> str:
     return (
         f"{value:,.0f} s" if value >= 100 else f"{value:,.2g} s" if value < 1 else f"{value:.1f} s"
     )
+
+
+def _capitalised(sentence: str) -> str:
+    return sentence[:1].upper() + sentence[1:]
+
+
+def _rows(n: int) -> str:
+    return f"{n:,} row" if n == 1 else f"{n:,} rows"
 
 
 def _bytes(value: float) -> str:
@@ -251,17 +279,65 @@ def scenario_errors(run: ComparisonRun) -> list[ScenarioError]:
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class ViewError:
+    """One view of one architecture during one scenario, over its answered reads."""
+
+    view: str
+    architecture: str
+    mean_share_off: float
+    rows_off_at_end: int
+
+
+def view_errors(run: ComparisonRun, scenario: str = "steady") -> list[ViewError]:
+    """Per view (the catalogue's order) and architecture, over `scenario`'s answered reads."""
+    found = []
+    for view in _views(s.view for s in run.samples):
+        for arch in _ordered(s.architecture for s in run.samples):
+            answered = sorted(
+                (s for s in run.samples
+                 if (s.scenario, s.view, s.architecture, s.status) == (scenario, view, arch, 200)),
+                key=lambda s: s.t_s,
+            )  # fmt: skip
+            if answered:
+                share = statistics.fmean(s.share_off for s in answered)
+                found.append(ViewError(view, arch, share, answered[-1].rows_off))
+    return found
+
+
+def _view_table(errors: Sequence[ViewError]) -> str:
+    archs = _ordered(x.architecture for x in errors)
+    found = {(x.view, x.architecture): x for x in errors}
+    headers = ["view"]
+    for arch in archs:
+        headers += [f"{arch}: mean share off", f"{arch}: rows off at its end"]
+    rows = []
+    for view in _views(x.view for x in errors):
+        row = [view]
+        for arch in archs:
+            x = found.get((view, arch))
+            row += (
+                [_MISSING, _MISSING]
+                if x is None
+                else [f"{x.mean_share_off:.1%}", f"{x.rows_off_at_end:,}"]
+            )
+        rows.append(row)
+    return "<h3>The steady state, per view</h3>" + _table(headers, rows)
+
+
 _SCENARIO_CAUSES: Final = {
     "steady": "events in flight, and those a stream dropped as late",
     "late": "before and after Lambda's batch",
     "logic-change": "the old logic, until each architecture's switch",
     "bug-and-fix": "the wrong version, until its fix",
-    "compaction": "the as-of join after compaction",
+    "compaction": "the profile joins after compaction",
 }
 """What drives each scenario's error, named beside its figures."""
 
 
-def _error_how(errors: list[ScenarioError], run: ComparisonRun) -> str:
+def _error_how(
+    errors: list[ScenarioError], run: ComparisonRun, per_view: Sequence[ViewError] = ()
+) -> str:
     by_scenario: dict[str, list[ScenarioError]] = {}
     for x in errors:
         by_scenario.setdefault(x.scenario, []).append(x)
@@ -284,8 +360,23 @@ def _error_how(errors: list[ScenarioError], run: ComparisonRun) -> str:
         if run.warmup
         else ""
     )
+    views = _views(s.view for s in run.samples)
+    steady = ""
+    if per_view:
+        off = [x for x in per_view if x.rows_off_at_end]
+        steady = (
+            f" The second table splits the steady state by view, all {len(views)} of them; at "
+            "its end "
+            + (
+                ", ".join(f"{_e(x.architecture)}'s {_e(x.view)} was {x.rows_off_at_end:,} rows off"
+                          for x in off)
+                if off else "every view of every architecture was exact"
+            )
+            + "."
+        )  # fmt: skip
     return (
-        "Each line is one view's share of rows that differ from the oracle over everything "
+        f"Each line is one view's share of rows that differ from the oracle ({len(views)} views: "
+        f"{_e(', '.join(views))}) over everything "
         f"produced when it was read; {warm}the coloured bands are the scenarios, and a dotted "
         "line is a new version first served (a Lambda hand-off, a Kappa switch). The figures "
         "are per scenario, never averaged across them: the error means something different in "
@@ -293,6 +384,7 @@ def _error_how(errors: list[ScenarioError], run: ComparisonRun) -> str:
         + " ".join(sentences)
         + " "
         + (f"{gaps:,} reads got no answer (red ticks)." if gaps else "Every read got an answer.")
+        + steady
     )
 
 
@@ -301,7 +393,7 @@ def error_figure(run: ComparisonRun) -> Section:
     if not run.samples:
         return _absent(fig_id, title)
     archs = _ordered(s.architecture for s in run.samples)
-    views = sorted({s.view for s in run.samples})
+    views = _views(s.view for s in run.samples)
     fig = _new_figure(1.2 + 2.3 * len(archs))
     axes = fig.subplots(len(archs), 1, sharex=True, squeeze=False)[:, 0]
     warm = [(w.deployed_at_s, w.first_answer_s) for w in run.warmup]
@@ -349,7 +441,9 @@ def error_figure(run: ComparisonRun) -> Section:
             for x in errors
         ),
     )  # fmt: skip
-    return _section(fig_id, title, _error_how(errors, run), _image(fig, title) + table)
+    per_view = view_errors(run, "steady")
+    body = _image(fig, title) + table + (_view_table(per_view) if per_view else "")
+    return _section(fig_id, title, _error_how(errors, run, per_view), body)
 
 
 def _hull(spans: Sequence[tuple[float, float]]) -> tuple[float, float]:
@@ -504,7 +598,58 @@ def late_figure(run: ComparisonRun) -> Section:
             for x in late
         ),
     )
-    return _section(fig_id, title, _late_how(late, truly_late), _image(fig, title) + table)
+    body = _image(fig, title) + table + _late_views_table(late)
+    return _section(fig_id, title, _late_how(late, truly_late), body)
+
+
+def _late_views_table(late: Sequence[LateData]) -> str:
+    """Rows off per view, before and after the batch (a run of schema 2 has none)."""
+    views = _views(v for x in late for v in (*x.views_off_before_batch, *x.views_off_after_batch))
+    if not views:
+        return ""
+    headers = ["view"]
+    for x in late:
+        headers += [f"{x.architecture}: before the batch", f"{x.architecture}: after"]
+    rows = [
+        [view]
+        + [
+            f"{n:,}" if (n := off.get(view)) is not None else _MISSING
+            for x in late
+            for off in (x.views_off_before_batch, x.views_off_after_batch)
+        ]
+        for view in views
+    ]
+    return "<h3>Rows off per view</h3>" + _table(headers, rows)
+
+
+def _late_views_how(late: Sequence[LateData]) -> str:
+    """Which views each architecture still had off after the batch, in words."""
+    views = _views(v for x in late for v in x.views_off_after_batch)
+    if not views:
+        return ""
+    sentences = []
+    for x in late:
+        off = {v: n for v, n in x.views_off_after_batch.items() if n}
+        if x.views_off_after_batch and not off:
+            sentences.append(f"{_e(x.architecture)} was exact in all {len(views)} views")
+        elif off:
+            sentences.append(
+                f"{_e(x.architecture)} was off in "
+                + ", ".join(f"{_e(v)} ({_rows(off[v])})" for v in _views(off))
+            )
+    hopping = [
+        x for x in late
+        if x.views_off_after_batch.get("page_views_hopping", 0)
+        > x.views_off_after_batch.get("page_views", 0) > 0
+    ]  # fmt: skip
+    why = (
+        " A page view dropped as late is missing from each of the ten overlapping 10-minute "
+        "windows that hold it, so page_views_hopping counts more rows off than page_views "
+        "(" + ", ".join(_e(x.architecture) for x in hopping) + ")."
+        if hopping
+        else ""
+    )
+    return f" Per view, after the batch: {'; '.join(sentences)}.{why}"
 
 
 def _late_how(late: Sequence[LateData], truly_late: int | None) -> str:
@@ -549,8 +694,9 @@ def _late_how(late: Sequence[LateData], truly_late: int | None) -> str:
             repairs.append(f"{name} stayed {x.rows_off_after_batch:,} rows off")
     return (
         "Left: the events each stream path dropped because they arrived behind its watermark. "
-        f"Right: the rows off the oracle before and after Lambda's next batch. {bound} "
-        f"After the batch, {'; '.join(repairs)}."
+        "Right: the rows off the oracle before and after Lambda's next batch, over every view "
+        f"(the second table splits them per view). {bound} "
+        f"After the batch, {'; '.join(repairs)}.{_late_views_how(late)}"
     )
 
 
@@ -956,39 +1102,106 @@ def _wrong_summary(wrong: Sequence[WrongAnswers]) -> str:
     return f"In this run, {each}{sooner}."
 
 
+_JOIN_KINDS: Final = {
+    AS_OF_JOIN: "as-of join (stream-table): needs every profile version",
+    TABLE_TABLE_JOIN: "table-table join: needs the current profile only",
+}
+
+
 def compaction_figure(run: ComparisonRun) -> Section:
     fig_id, title = (
         "fig-compaction",
-        "Compaction: the as-of profile join after `profiles` compacted",
+        "Compaction: both profile joins after `profiles` compacted",
     )
     c = run.compaction
     if c is None:
         return _absent(fig_id, title)
-    names = _ordered(c.rows_differing)
-    fig = _new_figure(2.6)
-    ax = fig.subplots()
-    bars = ax.barh(names, [c.rows_differing[n] for n in names], color=[_colour(n) for n in names])
-    ax.bar_label(bars, fmt="{:,.0f} rows", fontsize=8, padding=3)
-    ax.invert_yaxis()
-    ax.margins(x=0.2)
-    ax.set_xlabel("revenue_by_segment rows differing from the full-history oracle")
-    ax.set_title(
+    joins = c.by_view()
+    fig = _new_figure(2.8)
+    # One scale for both panels: a join's zero reads as zero beside the other's rows.
+    axes = fig.subplots(1, len(joins), sharex=True, sharey=True, squeeze=False)[0]
+    for ax, (view, differing) in zip(axes, joins.items(), strict=True):
+        names = _ordered(differing)
+        bars = ax.barh(names, [differing[n] for n in names], color=[_colour(n) for n in names])
+        ax.bar_label(bars, fmt="{:,.0f} rows", fontsize=8, padding=3)
+        ax.set_title(f"{view}\n{_JOIN_KINDS.get(view, 'a profile join')}", fontsize=9)
+        ax.set_xlabel("rows differing from the full-history oracle", fontsize=8)
+    axes[0].invert_yaxis()  # shared: once puts Lambda on top in every panel
+    axes[0].set_xlim(0, max([1, *(n for d in joins.values() for n in d.values())]) * 1.35)
+    fig.suptitle(
         f"profile records in the log: {c.profile_records_before:,} before compaction, "
         f"{c.profile_records_after:,} after",
         fontsize=9,
     )
+    archs = _ordered(a for differing in joins.values() for a in differing)
+    table = _table(
+        ("view", "join", *(f"{a}: rows differing" for a in archs)),
+        (
+            (view, _JOIN_KINDS.get(view, _MISSING).split(":")[0],
+             *(f"{d[a]:,}" if a in d else _MISSING for a in archs))
+            for view, d in joins.items()
+        ),
+    )  # fmt: skip
     explanation = f'<p class="explanation"><strong>Why:</strong> {_e(c.explanation)}</p>'
-    how = (
-        "Compaction leaves only each user's latest profile in the log. Lambda's batch joins "
-        "orders with the full profile history its master dataset kept; a Kappa replay joins "
-        "with what the compacted log still holds, so old orders can move to a user's current "
-        "segment. The bars are that difference, reported as it is, never hidden. In this run "
-        f"the log kept {c.profile_records_after:,} of {c.profile_records_before:,} profile "
-        "records, and the rows differing were: "
-        + ", ".join(f"{_e(n)} {c.rows_differing[n]:,}" for n in names)
-        + "."
+    return _section(fig_id, title, _compaction_how(c), _image(fig, title) + table + explanation)
+
+
+def _compaction_how(c: Compaction) -> str:
+    joins = c.by_view()
+    as_of, table = joins.get(AS_OF_JOIN, {}), joins.get(TABLE_TABLE_JOIN)
+    counts = "; ".join(
+        f"{_e(view)} " + ", ".join(f"{_e(a)} {d[a]:,}" for a in _ordered(d))
+        for view, d in joins.items()
     )
-    return _section(fig_id, title, how, _image(fig, title) + explanation)
+    verdicts = []
+    for arch in _ordered([*as_of, *(table or {})]):
+        lost, current = as_of.get(arch), None if table is None else table.get(arch)
+        name = _e(arch)
+        if current:
+            verdicts.append(
+                f"{name}'s table-table join is {_rows(current)} off: compaction cannot explain "
+                "that, since it keeps the current record that join reads; the join itself is wrong"
+            )
+        elif lost and current == 0:
+            verdicts.append(
+                f"{name} lost {_rows(lost)} of the as-of join and none of the table-table join: "
+                "compaction removed the history the first needs and kept the record the second "
+                "needs"
+            )
+        elif lost:
+            verdicts.append(f"{name} lost {_rows(lost)} of the as-of join to compaction")
+        elif lost == 0 and current == 0:
+            verdicts.append(
+                f"{name} rebuilt both joins exactly"
+                + (
+                    ", from the full history its master dataset kept"
+                    if arch == "lambda"
+                    else ": no order of this run was joined with a version compaction removed"
+                    if arch == "kappa"
+                    else ""
+                )
+            )
+        elif lost == 0:
+            verdicts.append(f"{name}'s as-of join was exact")
+    unmeasured = (
+        " The table-table join was not measured in this run (it predates segment_totals)."
+        if table is None
+        else ""
+    )
+    return (
+        "Compaction leaves only each user's latest profile record in the log, and the two views "
+        "that join with profiles need different things from it. <code>revenue_by_segment</code> is "
+        "an as-of (stream-table) join: each order takes the segment its user had at the order's "
+        "event time, which needs the history compaction removes. Lambda's batch joins with the "
+        "full history its master dataset kept; a Kappa replay joins with what the compacted log "
+        "still holds, so old orders can move to their user's current segment. "
+        "<code>segment_totals</code> is a table-table join: each user counts in their current "
+        "segment, which needs only the latest record, the one compaction keeps, so a replay "
+        "rebuilds it exactly. The bars are the rows that differ from the oracle over the full "
+        "profile history, reported as they are, never hidden. In this run the log kept "
+        f"{c.profile_records_after:,} of {c.profile_records_before:,} profile records; rows "
+        f"differing: {counts}. " + " ".join(_capitalised(v) + "." for v in verdicts) + unmeasured
+    )
 
 
 def _cost_figure(run: ComparisonRun, fig_id: str, title: str, memory: bool) -> Section:
@@ -1058,7 +1271,7 @@ def stored_figure(run: ComparisonRun) -> Section:
             sum(s.bytes for s in run.stored if s.architecture == a and s.what == what) / _MIB
             for a in archs
         ]
-        ax.barh(archs, sizes, left=left, label=what, color=_OTHER_COLOURS[i % 6])
+        ax.barh(archs, sizes, left=left, label=what, color=_OTHER_COLOURS[i % len(_OTHER_COLOURS)])
         left = [x + y for x, y in zip(left, sizes, strict=True)]
     ax.invert_yaxis()
     ax.set_xlabel("MiB at the end of the run")

@@ -160,12 +160,16 @@ class Sampler:
 
     def rows_off(self, architecture: str, logic_version: str | None = None) -> int:
         """Rows off in every view of `architecture` now, against the whole produced log."""
+        return sum(self.views_off(architecture, logic_version).values())
+
+    def views_off(self, architecture: str, logic_version: str | None = None) -> dict[str, int]:
+        """Rows off in each view of `architecture` now, against the whole produced log."""
         oracle = self.oracle(logic_version=logic_version)
         answers = served(self.settings, architecture)
-        return sum(
-            view_distance(view, rows, oracle.views[view]).off
+        return {
+            view: view_distance(view, rows, oracle.views[view]).off
             for view, (rows, _meta) in answers.items()
-        )
+        }
 
     # -- freshness -------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@
 - late: what each watermark dropped, and Lambda's next batch repairing it.
 - logic-change: logic version 2, Lambda's batch recompute against Kappa's replay.
 - bug-and-fix: a deliberately wrong logic version deployed, noticed, and reprocessed.
-- compaction: the as-of profile join after `profiles` is compacted (CONTRACT §2).
+- compaction: both profile joins after `profiles` is compacted (CONTRACT §2, §3): the as-of
+  join (`revenue_by_segment`) and the table-table join (`segment_totals`).
 
 Each one reads the context the run built (`Context`) and adds its figures to `ctx.run`.
 """
@@ -25,6 +26,9 @@ from comparison.deployment import Deployment, Job
 from comparison.errors import ComparisonError
 from comparison.feed import Clock, SteadyFeed
 from comparison.figures import (
+    AS_OF_JOIN,
+    PROFILE_JOINS,
+    TABLE_TABLE_JOIN,
     WARM_UP,
     Compaction,
     ComparisonRun,
@@ -166,7 +170,7 @@ def late(ctx: Context) -> None:
     def body(notes: list[str]) -> None:
         dropped = {a: _late_dropped(ctx.settings, a) for a in ARCHITECTURES}
         truly_late = ctx.run.workload.get("late_events")
-        before = {a: ctx.sampler.rows_off(a) for a in ARCHITECTURES}
+        before = {a: ctx.sampler.views_off(a) for a in ARCHITECTURES}
         ctx.wait(
             lambda: _archived_all(ctx.settings), ctx.catch_up_timeout_s, "the archive catching up"
         )
@@ -180,17 +184,25 @@ def late(ctx: Context) -> None:
             "the speed layer's hand-off to the new batch",
         )
         handed_off = ctx.clock.now()
-        after = {a: ctx.sampler.rows_off(a) for a in ARCHITECTURES}
+        after = {a: ctx.sampler.views_off(a) for a in ARCHITECTURES}
         for a in ARCHITECTURES:
-            repaired = handed_off if a == "lambda" and after[a] == 0 else None
-            ctx.run.late.append(LateData(a, dropped[a], before[a], after[a], repaired))
+            off_before, off_after = sum(before[a].values()), sum(after[a].values())
+            repaired = handed_off if a == "lambda" and off_after == 0 else None
+            ctx.run.late.append(
+                LateData(a, dropped[a], off_before, off_after, repaired, before[a], after[a])
+            )
             notes.append(
                 f"{a}: {dropped[a]:,} events dropped behind its watermark (truly late in the "
-                f"workload: {truly_late}); rows off {before[a]:,} before Lambda's batch, "
-                f"{after[a]:,} after"
+                f"workload: {truly_late}); rows off {off_before:,} before Lambda's batch, "
+                f"{off_after:,} after" + _per_view(after[a])
             )
 
     _span(ctx, "late", "Late and out-of-order data: Lambda's next batch repairs it", body)
+
+
+def _per_view(views_off: dict[str, int]) -> str:
+    off = [f"{view} {n:,}" for view, n in views_off.items() if n]
+    return f" ({', '.join(off)})" if off else ""
 
 
 def _answering(settings: Settings, architecture: str) -> bool:
@@ -444,37 +456,36 @@ def compaction(ctx: Context) -> None:
         replayed = _deploy(ctx, "kappa", ctx.sampler.logic_version, "compaction")
         _require(replayed.job)
         ctx.run.reprocessing.append(replayed.result)
-        differing = {
-            a: view_distance(
-                "revenue_by_segment",
-                served(settings, a)["revenue_by_segment"][0],
-                _full_history_oracle(ctx, a),
-            ).off
-            for a in ARCHITECTURES
-        }
+        by_view: dict[str, dict[str, int]] = {view: {} for view in PROFILE_JOINS}
+        for a in ARCHITECTURES:
+            answers, oracle = served(settings, a), _full_history_oracle(ctx, a)
+            for view in PROFILE_JOINS:
+                by_view[view][a] = view_distance(view, answers[view][0], oracle[view]).off
         ctx.run.compaction = Compaction(
             before,
             after,
-            differing,
+            by_view[AS_OF_JOIN],
             "Compaction keeps only each user's latest profile record. Lambda's master dataset "
             "kept every version, so its as-of join still finds the segment a user had when "
             "ordering; Kappa's replay of the compacted log cannot, and attributes old orders to "
-            "the user's latest segment (or `unknown` after a tombstone).",
+            "the user's latest segment (or `unknown` after a tombstone). The table-table join "
+            f"({TABLE_TABLE_JOIN}) needs only that latest record, which compaction keeps: "
+            "a replay of the compacted log rebuilds it exactly.",
+            by_view,
         )
         notes.append(f"profiles: {before:,} records before compaction, {after:,} after")
-        notes.append(
-            "revenue_by_segment rows differing from the full-history oracle: "
-            + ", ".join(f"{a} {n:,}" for a, n in differing.items())
-        )
+        for view in PROFILE_JOINS:
+            notes.append(
+                f"{view} rows differing from the full-history oracle: "
+                + ", ".join(f"{a} {n:,}" for a, n in by_view[view].items())
+            )
 
-    _span(
-        ctx, "compaction", "Compaction: the as-of profile join after `profiles` is compacted", body
-    )
+    _span(ctx, "compaction", "Compaction: both profile joins after `profiles` is compacted", body)
 
 
-def _full_history_oracle(ctx: Context, architecture: str) -> list[dict[str, Any]]:
-    """`revenue_by_segment` from every profile version, over the events `architecture` kept:
-    Kappa's late-dropped events are left out, so the difference is compaction's alone."""
+def _full_history_oracle(ctx: Context, architecture: str) -> dict[str, list[dict[str, Any]]]:
+    """Every view from every profile version, over the events `architecture` kept: Kappa's
+    late-dropped events are left out, so a difference in a profile join is compaction's alone."""
     keep = logic_filter(ctx.sampler.logic_version)
     if architecture == "kappa":
         with connect(ctx.settings) as conn:
@@ -485,7 +496,7 @@ def _full_history_oracle(ctx: Context, architecture: str) -> list[dict[str, Any]
         ctx.feed.lines[: ctx.feed.produced_lines],
         [*ctx.sampler.profiles, *ctx.extra_profiles],
         keep=keep,
-    ).views["revenue_by_segment"]
+    ).views
 
 
 def _new_versions_now(settings: Settings, topic: str) -> bytes:

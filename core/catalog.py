@@ -1,4 +1,4 @@
-"""The five views of CONTRACT section 3: names, columns and the constants of their semantics.
+"""The seven views of CONTRACT section 3: names, columns and the constants of their semantics.
 
 Every layer (oracle, batch, speed, stream, serving) takes view names, column order and the
 window sizes from here, so they cannot drift apart.
@@ -25,20 +25,36 @@ SESSION_FIELDS = ("session_start", "session_end")
 
 @dataclass(frozen=True, slots=True)
 class ViewSpec:
-    """One view: its key fields, its two time fields, its value fields, its window size."""
+    """One view: its key fields, its time fields, its value fields, its window."""
 
     name: str
     keys: tuple[str, ...]
     """Key fields other than time; they are also the serving API's filters."""
-    time_fields: tuple[str, str]
+    time_fields: tuple[str, ...]
+    """A window's or a session's start and end; none for a view of the current state."""
     values: tuple[str, ...]
     window_ms: int | None
-    """Size of the tumbling window; ``None`` for session windows."""
+    """Size of the window; ``None`` for session windows and the current state."""
+    hop_ms: int | None = None
+    """A hopping window's hop (a window starts every hop); ``None``: tumbling."""
 
     @property
     def columns(self) -> tuple[str, ...]:
         """Column order of a row: keys, then the time fields, then values."""
         return (*self.keys, *self.time_fields, *self.values)
+
+    @property
+    def current_state(self) -> bool:
+        """No time fields: one row per key, the current state of everything seen."""
+        return not self.time_fields
+
+    @property
+    def straddles_cutoff(self) -> bool:
+        """A row can hold events from both sides of Lambda's cutoff (an hour boundary, which no
+        tumbling window straddles): a session, a hopping window, the current state. The batch
+        side computes such a view from the events before the cutoff only, and the speed layer
+        merges its own into it (``core.store.reads``, ``speed_layer``)."""
+        return self.window_ms is None or self.hop_ms is not None
 
 
 VIEWS: dict[str, ViewSpec] = {
@@ -49,6 +65,15 @@ VIEWS: dict[str, ViewSpec] = {
         ViewSpec("search_ctr", ("query",), WINDOW_FIELDS, ("searches", "clicks", "ctr"), HOUR_MS),
         ViewSpec("revenue_by_segment", ("segment",), WINDOW_FIELDS, ("revenue_cents",), HOUR_MS),
         ViewSpec("sessions", ("user_id",), SESSION_FIELDS, ("events",), None),
+        ViewSpec(
+            "page_views_hopping",
+            ("page",),
+            WINDOW_FIELDS,
+            ("count",),
+            10 * MINUTE_MS,
+            hop_ms=MINUTE_MS,
+        ),
+        ViewSpec("segment_totals", ("segment",), (), ("users", "revenue_cents"), None),
     )
 }
 

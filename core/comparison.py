@@ -1,6 +1,7 @@
 """How far a served answer is from an expected one (the oracle's), view by view.
 
-Rows are matched on their key fields and window (or session) start: a row the oracle has and
+Rows are matched on their key fields and window (or session) start, or on their key fields alone
+in a view of the current state (no time fields, ``segment_totals``): a row the oracle has and
 the answer lacks is ``missing``, the reverse is ``extra``, a matched row whose end or values
 differ is ``differing``. ``ctr`` is compared within 1e-9, every other value exactly. The same
 measure serves `lk demo` and the comparison of the two architectures.
@@ -18,7 +19,8 @@ from core.catalog import VIEWS, ViewSpec
 Row = Mapping[str, Any]
 Values = tuple[Any, ...]
 Keyed = dict[tuple[Any, ...], Values]
-"""A view's rows matched on their key: (key fields..., start) -> (end, value fields...)."""
+"""A view's rows matched on their key: (key fields..., start) -> (end, value fields...); in a
+view without time fields, (key fields...) -> (value fields...)."""
 
 TOLERANCE = 1e-9
 """Relative and absolute tolerance on float values (``ctr``); every other value is exact."""
@@ -58,6 +60,10 @@ class ViewDistance:
 
 
 def keyed(spec: ViewSpec, rows: Iterable[Row]) -> Keyed:
+    if not spec.time_fields:  # the current state: one row per key
+        return {
+            tuple(row[k] for k in spec.keys): tuple(row[v] for v in spec.values) for row in rows
+        }
     start, end = spec.time_fields
     return {
         (*(row[k] for k in spec.keys), row[start]): (row[end], *(row[v] for v in spec.values))

@@ -1,4 +1,4 @@
-"""Reference oracle: the five views of CONTRACT section 3, computed the obvious way.
+"""Reference oracle: the seven views of CONTRACT section 3, computed the obvious way.
 
 This is the ground truth every architecture is checked against, so it favours being plainly
 correct over being fast, and shares nothing with the Spark code but the event model
@@ -61,7 +61,7 @@ def _window(start: int, size_ms: int) -> Row:
     return {"window_start": iso(start), "window_end": iso(start + size_ms)}
 
 
-# --- the five views, each a pure function of the deduplicated events --------------------------
+# --- the seven views, each a pure function of the deduplicated events --------------------------
 
 
 def page_views(events: Iterable[Event]) -> list[Row]:
@@ -189,6 +189,44 @@ def _session_row(user_id: str, start: int, end: int, count: int) -> Row:
     }
 
 
+def page_views_hopping(events: Iterable[Event]) -> list[Row]:
+    """Per page and 10-minute window starting on every minute: the number of ``page_view``
+    events; an event is in the 10 windows ``[m, m + 10 min)`` that contain its event_ts."""
+    size, hop = 10 * MINUTE_MS, MINUTE_MS
+    counts: Counter[tuple[str, int]] = Counter()
+    for e in events:
+        if e.type == "page_view":
+            assert e.page is not None
+            last = window_start(e.event_ts, hop)  # the latest window holding it
+            for start in range(last - size + hop, last + hop, hop):
+                counts[(e.page, start)] += 1
+    return [
+        {"page": page, **_window(start, size), "count": n}
+        for (page, start), n in sorted(counts.items())
+    ]
+
+
+def segment_totals(events: Iterable[Event], profiles: Iterable[ProfileChange] = ()) -> list[Row]:
+    """Per segment: the users with at least one event whose *current* segment it is (their
+    last profile record in the log; none, or a tombstone, gives ``unknown``), and the sum of
+    those users' orders' ``amount_cents``."""
+    current: dict[str, str | None] = {}
+    for change in profiles:  # log order: the last record wins
+        current[change.user_id] = change.segment
+    revenue: Counter[str] = Counter()
+    for e in events:
+        revenue[e.user_id] += e.amount_cents if e.type == "order" and e.amount_cents else 0
+    totals: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for user_id, cents in revenue.items():
+        total = totals[current.get(user_id) or UNKNOWN_SEGMENT]
+        total[0] += 1
+        total[1] += cents
+    return [
+        {"segment": segment, "users": users, "revenue_cents": cents}
+        for segment, (users, cents) in sorted(totals.items())
+    ]
+
+
 # --- the whole computation ---------------------------------------------------------------------
 
 
@@ -198,7 +236,7 @@ def compute_views(
     *,
     keep: Callable[[Event], bool] | None = None,
 ) -> OracleResult:
-    """All five views from raw event values and profile changes, both in log order."""
+    """All seven views from raw event values and profile changes, both in log order."""
     rejected: Counter[str] = Counter()
     seen: set[str] = set()
     duplicates = 0
@@ -214,12 +252,15 @@ def compute_views(
             events.append(parsed)
 
     kept = events if keep is None else [e for e in events if keep(e)]
+    profiles = list(profiles)  # read by two views
     views = {
         "page_views": page_views(kept),
         "unique_users": unique_users(kept),
         "search_ctr": search_ctr(kept),
         "revenue_by_segment": revenue_by_segment(kept, profiles),
         "sessions": sessions(kept),
+        "page_views_hopping": page_views_hopping(kept),
+        "segment_totals": segment_totals(kept, profiles),
     }
     assert tuple(views) == VIEW_NAMES, "every catalogued view is computed, in catalogue order"
     return OracleResult(

@@ -112,15 +112,16 @@ def view(name: str, rows: Rows) -> pd.DataFrame:
     """A view's rows plus the derived columns of its ``*_views.<name>`` suite."""
     spec = VIEWS[name]
     df = as_pandas(rows).copy()
-    start, end = spec.time_fields
-    for field in (start, end):
+    for field in spec.time_fields:  # none in a view of the current state
         if field in df.columns:
             # One type whatever the source (ISO strings, Spark's naive UTC, Postgres' aware),
             # so comparisons and Data Docs read the same; unreadable values become NaT.
             df[field] = pd.to_datetime(df[field], utc=True, errors="coerce", format="ISO8601")
-    if spec.window_ms is not None and _has(df.columns, start, end):
+    if spec.window_ms is not None and _has(df.columns, *spec.time_fields):
+        start, end = spec.time_fields
         start_ms, end_ms = epoch_ms(df[start]), epoch_ms(df[end])
-        df[s.DQ_WINDOW_OFFSET] = start_ms % spec.window_ms
+        # A tumbling window starts on its own boundary, a hopping one on every hop.
+        df[s.DQ_WINDOW_OFFSET] = start_ms % (spec.hop_ms or spec.window_ms)
         df[s.DQ_WINDOW_LENGTH] = end_ms - start_ms
     if name == "search_ctr" and _has(df.columns, "ctr", "clicks", "searches"):
         searches = pd.to_numeric(df["searches"], errors="coerce")

@@ -10,8 +10,16 @@ values each side holds and a cause per disagreeing architecture:
 - ``profile history lost to compaction`` (``revenue_by_segment`` only): the side's revenue of
   the window, summed over segments, equals the oracle's (or the late-free oracle's, when both
   apply) but is split between segments differently: the orders were joined to other profile
-  versions, which is what a replay of the compacted ``profiles`` topic does;
+  versions, which is what a replay of the compacted ``profiles`` topic does. Not for
+  ``segment_totals``: it joins each user with their last profile record, the one compaction
+  keeps, so a replay rebuilds it exactly;
 - ``unexplained``: anything else. The ``reconciliation`` suite expects none.
+
+A view of the current state (``segment_totals``: no window, so none ever closes) is compared
+row by row on its keys, but only when the caller knows both sides have read every event and
+profile record the oracle was computed from (``unsettled`` is None); otherwise no row of it is
+compared, and ``notes`` says so and why. Hopping windows are compared like any window, once
+closed (they overlap: a late event may explain ten of them).
 
 Plain pandas: views are small. Values are compared exactly, ``ctr`` within 1e-9.
 """
@@ -43,19 +51,23 @@ ARCHITECTURES: Final = (Architecture.LAMBDA, Architecture.KAPPA)
 
 def _keyed(spec: ViewSpec, rows: Rows, closed_before_ms: int) -> Keyed:
     """A side's rows of the closed windows, keyed as `core.comparison.keyed` keys them (with
-    epoch-ms times: the sides come as frames, strings or datetimes)."""
+    epoch-ms times: the sides come as frames, strings or datetimes). A view of the current
+    state: every row, keyed on its keys alone."""
     df = as_pandas(rows)
     if df.empty:
         return {}
-    start, end = spec.time_fields
     missing = [c for c in spec.columns if c not in df.columns]
     if missing:
         raise ValueError(f"{spec.name} rows lack column(s) {', '.join(missing)}")
+    fields = df[list(spec.keys) + list(spec.values)].itertuples(index=False)
+    if spec.current_state:
+        return {tuple(row)[: len(spec.keys)]: tuple(row)[len(spec.keys) :] for row in fields}
+    start, end = spec.time_fields
     starts, ends = epoch_ms(df[start]), epoch_ms(df[end])
     # A session is closed once no event can still extend it (a later event within the gap).
     horizon = ends + SESSION_GAP_MS + 1 if spec.window_ms is None else ends
     out: Keyed = {}
-    for i, row in enumerate(df[list(spec.keys) + list(spec.values)].itertuples(index=False)):
+    for i, row in enumerate(fields):
         if pd.isna(starts.iloc[i]) or horizon.iloc[i] > closed_before_ms:
             continue
         keys, values = tuple(row)[: len(spec.keys)], tuple(row)[len(spec.keys) :]
@@ -94,7 +106,18 @@ def _cause(
 def _show(spec: ViewSpec, values: Values | None) -> str:
     if values is None:
         return "-"
-    return ", ".join(f"{name}={value}" for name, value in zip(spec.values, values[1:], strict=True))
+    shown = values[-len(spec.values) :]  # after the window's end, if the view has one
+    return ", ".join(f"{name}={value}" for name, value in zip(spec.values, shown, strict=True))
+
+
+NOT_COMPARED: Final = "not_compared"
+"""A table's ``attrs`` key: the views it leaves out, each with the reason (for ``notes``)."""
+
+
+def _not_compared(view: str, reason: str) -> pd.DataFrame:
+    table = pd.DataFrame(columns=list(COLUMNS))
+    table.attrs[NOT_COMPARED] = [f"{view} not compared: {reason}"]
+    return table
 
 
 def reconcile(
@@ -105,6 +128,7 @@ def reconcile(
     *,
     closed_before: datetime | int | str,
     without_late: Mapping[str, Rows] | None = None,
+    unsettled: str | None = None,
 ) -> pd.DataFrame:
     """The disagreements of one view between Lambda (merged), Kappa and the oracle.
 
@@ -113,9 +137,14 @@ def reconcile(
     end plus the session gap is before it) are compared: pass the earlier of the two
     architectures' watermarks. ``without_late`` maps ``"lambda"``/``"kappa"`` to the oracle's
     rows without the events that architecture dropped as late (absent: no late attribution).
-    Returns a frame with ``COLUMNS``, sorted by key and window.
+    ``unsettled`` says why the sides may not have read every record the oracle counts (None:
+    they have); a view of the current state is then not compared (nothing of it is final).
+    Returns a frame with ``COLUMNS``, sorted by key and window (``window_start`` and
+    ``window_end`` None for the current state).
     """
     spec = VIEWS[view]
+    if spec.current_state and unsettled is not None:
+        return _not_compared(view, unsettled)
     cutoff = instant_ms(closed_before)
     sides = {
         "lambda": _keyed(spec, lambda_rows, cutoff),
@@ -142,22 +171,26 @@ def reconcile(
         cause = UNEXPLAINED if UNEXPLAINED in found else "; ".join(dict.fromkeys(found))
         if cause not in CAUSES:  # lambda late + kappa compaction and the like
             cause = LATE_AND_COMPACTION
-        known = expected or sides["lambda"].get(key) or sides["kappa"].get(key)
-        assert known is not None
-        start, end = key[-1], known[0]
-        key_text = " ".join(f"{k}={v}" for k, v in zip(spec.keys, key[:-1], strict=True))
         shown = {name: _show(spec, rows.get(key)) for name, rows in sides.items()}
         shown["oracle"] = _show(spec, expected)
+        if spec.current_state:
+            key_values, start, end, where = key, None, None, "(current state)"
+        else:
+            known = expected or sides["lambda"].get(key) or sides["kappa"].get(key)
+            assert known is not None
+            key_values, start, end = key[:-1], iso(key[-1]), iso(known[0])
+            where = f"[{start}, {end})"
+        key_text = " ".join(f"{k}={v}" for k, v in zip(spec.keys, key_values, strict=True))
         label = (
-            f"{view} {key_text} [{iso(start)}, {iso(end)}): lambda {shown['lambda']}; "
+            f"{view} {key_text} {where}: lambda {shown['lambda']}; "
             f"kappa {shown['kappa']}; oracle {shown['oracle']}"
         ).replace("  ", " ")
         records.append(
             {
                 "view": view,
                 "key": key_text,
-                "window_start": iso(start),
-                "window_end": iso(end),
+                "window_start": start,
+                "window_end": end,
                 **shown,
                 "lambda_cause": causes["lambda"],
                 "kappa_cause": causes["kappa"],
@@ -169,15 +202,23 @@ def reconcile(
 
 
 def combine(tables: list[pd.DataFrame]) -> pd.DataFrame:
-    """Several views' disagreements as one table, for one ``reconciliation`` validation."""
+    """Several views' disagreements as one table, for one ``reconciliation`` validation (the
+    views left out, in its ``attrs``)."""
     frames = [t for t in tables if not t.empty]
-    if not frames:
-        return pd.DataFrame(columns=list(COLUMNS))
-    return pd.concat(frames, ignore_index=True)
+    combined = (
+        pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
+    )
+    left_out = [line for t in tables for line in t.attrs.get(NOT_COMPARED, [])]
+    combined.attrs = {NOT_COMPARED: left_out} if left_out else {}
+    return combined
 
 
 def notes(table: pd.DataFrame) -> list[str]:
-    """Markdown lines for Data Docs: each disagreement and its cause."""
+    """Markdown lines for Data Docs: each disagreement and its cause, then each view left
+    out and why."""
+    left_out = [f"- {line}" for line in table.attrs.get(NOT_COMPARED, [])]
     if table.empty:
-        return ["Lambda, Kappa and the oracle agree on every closed window."]
-    return [f"- {row.window} -> **{row.cause}**" for row in table.itertuples(index=False)]
+        compared = " of the views compared" if left_out else ""
+        return [f"Lambda, Kappa and the oracle agree on every closed window{compared}.", *left_out]
+    lines = [f"- {row.window} -> **{row.cause}**" for row in table.itertuples(index=False)]
+    return [*lines, *left_out]

@@ -227,8 +227,14 @@ def _partition_expectations() -> list[Any]:
 
 # --- views --------------------------------------------------------------------------------------
 
-_MIN_VALUE: Final[dict[str, int]] = {"events": 1}
+_MIN_VALUE: Final[dict[str, dict[str, int]]] = {
+    "sessions": {"events": 1},
+    "segment_totals": {"users": 1},  # a user counts once they have an event
+}
 """Smallest valid value of a view's value field (0 unless listed)."""
+_NON_EMPTY_KEYS: Final = ("segment",)
+"""Keys that are never an empty string: a profile's segment is a non-empty string
+(``core.events``), ``unknown`` when there is none."""
 
 
 def _unique(columns: list[str]) -> Any:
@@ -250,34 +256,52 @@ def _at_least(column: str, minimum: int) -> Any:
     )
 
 
+def _minutes(ms: int) -> str:
+    return f"{ms // MINUTE_MS}-minute"
+
+
 def _view_expectations(view: str) -> list[Any]:
+    """Every view: columns, no nulls, values in range, one row per key (and window). A
+    window's start is on its boundary (a hopping window's: on its hop) and its end one window
+    length later; a session ends at or after its start; the current state (no time fields)
+    has no time to check."""
     import great_expectations.expectations as gxe
 
     spec = VIEWS[view]
-    start, end = spec.time_fields
+    minimum = _MIN_VALUE.get(view, {})
     expectations: list[Any] = [
         *(gxe.ExpectColumnToExist(column=c) for c in spec.columns),
         *(gxe.ExpectColumnValuesToNotBeNull(column=c) for c in spec.columns),
-        *(_at_least(v, _MIN_VALUE.get(v, 0)) for v in spec.values),
-        _unique([*spec.keys, start]),
+        *(
+            gxe.ExpectColumnValueLengthsToBeBetween(
+                column=k, min_value=1, description=f"{k} is never empty"
+            )
+            for k in spec.keys
+            if k in _NON_EMPTY_KEYS
+        ),
+        *(_at_least(v, minimum.get(v, 0)) for v in spec.values),
+        _unique([*spec.keys, *spec.time_fields[:1]]),
     ]
     if spec.window_ms is not None:
+        start, end = spec.time_fields
+        boundary = spec.hop_ms or spec.window_ms  # windows start on every hop
         minutes = spec.window_ms // MINUTE_MS
         expectations += [
             gxe.ExpectColumnValuesToBeBetween(
                 column=DQ_WINDOW_OFFSET,
                 min_value=0,
                 max_value=0,
-                description=f"window_start is on a {minutes}-minute boundary (UTC)",
+                description=f"{start} is on a {_minutes(boundary)} boundary (UTC)",
             ),
             gxe.ExpectColumnValuesToBeBetween(
                 column=DQ_WINDOW_LENGTH,
                 min_value=spec.window_ms,
                 max_value=spec.window_ms,
-                description=f"window_end = window_start + {minutes} min",
+                description=f"{end} = {start} + {minutes} min",
             ),
         ]
-    else:
+    elif spec.time_fields:  # sessions
+        start, end = spec.time_fields
         expectations.append(
             gxe.ExpectColumnPairValuesAToBeGreaterThanB(
                 column_A=end,

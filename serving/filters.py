@@ -1,7 +1,8 @@
 """The query string of `GET /v1/views/{view}`, checked into a `ViewQuery` (or a reason why not).
 
 Pure functions, no HTTP and no database: the route turns `UnknownViewError` into 404 and
-`BadFilterError` into 422. Besides the filters, a request may ask for a page: `limit` rows
+`BadFilterError` into 422 (`start` or `end` on a view with no time fields, `segment_totals`,
+included). Besides the filters, a request may ask for a page: `limit` rows
 (default and maximum from the settings) after the `cursor` a previous page returned.
 """
 
@@ -19,7 +20,9 @@ from serving.cursor import BadCursorError, Cursor, decode, query_digest
 from serving.models import ReadArchitecture
 
 ARCHITECTURES: tuple[ReadArchitecture, ...] = ("lambda", "kappa")
-COMMON_PARAMS = ("start", "end", "architecture")
+TIME_PARAMS = ("start", "end")
+"""Filters on a window's or session's start: a view of the current state has none (422)."""
+COMMON_PARAMS = (*TIME_PARAMS, "architecture")
 PAGE_PARAMS = ("limit", "cursor")
 KEY_FILTERS = tuple(sorted({key for spec in VIEWS.values() for key in spec.keys}))
 
@@ -94,11 +97,17 @@ def parse_view_query(
     `limits`, the request is for one page (`limit`, `cursor`); without, for every row."""
     spec = view_spec(view)
     pages = PAGE_PARAMS if limits is not None else ()
-    allowed = (*COMMON_PARAMS, *pages, *spec.keys)
+    common = tuple(p for p in COMMON_PARAMS if p not in TIME_PARAMS or not spec.current_state)
+    allowed = (*common, *pages, *spec.keys)
     given: dict[str, str] = {}
     for name, value in params:
         if name in given:
             raise BadFilterError(f"query parameter {name!r} is given more than once")
+        if name in TIME_PARAMS and spec.current_state:
+            raise BadFilterError(
+                f"{name!r} does not apply to {view}: it has no window (the current state "
+                f"per {', '.join(spec.keys)}), so it takes no start or end"
+            )
         if name not in allowed:
             if name in KEY_FILTERS:
                 view_keys = ", ".join(spec.keys) or "none"
@@ -133,6 +142,7 @@ def parse_view_query(
         limit = _limit(given.get("limit"), limits)
         cursor = None
         if "cursor" in given:
+            # Keys are text, times epoch ms; the current state sorts by its keys alone.
             sort_types = tuple(int if c in spec.time_fields else str for c in sort_columns(spec))
             try:
                 cursor = decode(given["cursor"], sort_types, digest)

@@ -26,6 +26,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from core.catalog import VIEWS
 from core.settings import Settings, get_settings
 from core.store.connection import reader_pool
 from serving import caching
@@ -95,7 +96,8 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(
         title="lk serving API",
-        summary="The five views of the Lambda and Kappa architectures, merged per window.",
+        summary=f"The {len(VIEWS)} views of the Lambda and Kappa architectures, merged per "
+        "window (or per key, for the current state).",
         version="1",
         lifespan=lifespan,
     )

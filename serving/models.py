@@ -11,8 +11,9 @@ ReadArchitecture = Literal["lambda", "kappa"]
 
 RowValue = str | int | float
 Row = dict[str, RowValue]
-"""One row of a view, exactly as the oracle spells it: key fields, the two time fields as ISO
-8601 UTC strings, then value fields (integers, except `ctr`, a float)."""
+"""One row of a view, exactly as the oracle spells it: key fields, the time fields as ISO 8601
+UTC strings (a window's or session's start and end; none in `segment_totals`, the current
+state), then value fields (integers, except `ctr`, a float)."""
 
 
 class Health(BaseModel):
@@ -31,8 +32,9 @@ class ViewMeta(BaseModel):
         description="The version the alias points at; null before the first one is published."
     )
     batch_cutoff: str | None = Field(
-        description="Lambda: batch rows cover windows starting before this instant, real-time "
-        "rows the rest. Always null for Kappa."
+        description="Lambda: the batch layer counted the events before this instant, the speed "
+        "layer those from it on (a row spanning it, such as a hopping window, a session or the "
+        "current state, combines both). Always null for Kappa."
     )
     speed_watermark: str | None = Field(
         description="Event-time watermark of the real-time stream read; null before its first "
@@ -57,7 +59,8 @@ class ViewMeta(BaseModel):
 class ViewResponse(BaseModel):
     view: str
     rows: list[Row] = Field(
-        description="Sorted by key fields, then window (sessions: user_id, session_start); at "
+        description="Sorted by key fields, then window (sessions: user_id, session_start, "
+        "session_end; segment_totals, which has no window: segment); at "
         "most `limit` of them (default and maximum: `LK_SERVE_PAGE_LIMIT`, 1,000, and "
         "`LK_SERVE_PAGE_LIMIT_MAX`, 10,000)."
     )

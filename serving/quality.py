@@ -21,13 +21,13 @@ import quality.layers as layers
 import quality.suites as suites
 from core.catalog import DEFAULT_LOGIC_VERSION, VIEW_NAMES, VIEWS
 from core.events import ProfileChange
-from core.kafka_io import log_event_values, log_profile_changes
+from core.kafka_io import log_end, log_event_values, log_profile_changes
 from core.oracle import compute_views, keep_all_of, logic_filter
 from core.settings import Architecture, Settings
 from core.spark import build_spark_session
 from core.store import quality_results as records
+from core.store import realtime, versions
 from core.store import state as stream_state
-from core.store import versions
 from core.store.connection import connect
 from core.times import parse_iso
 from quality.checks import validate_view_frames
@@ -88,11 +88,29 @@ class Served:
     """Windows ending at or before it no longer change (None: nothing is final yet)."""
     logic_version: str
     stream: str | None
+    cutoff_ms: int | None = None
+    """Lambda: the published batch's cutoff (the batch counted every event before it)."""
+    offsets: dict[str, int] | None = None
+    """How far the stream read had read the log (next offset per ``topic/partition``) when
+    the rows were read; None if it moved while they were read."""
+
+
+def _read_position(
+    conn: psycopg.Connection, architecture: str, stream: str | None
+) -> tuple[Any, ...]:
+    """What the served rows depend on besides the log: the alias and the stream's progress."""
+    current = versions.current(conn, architecture)
+    alias = None if current is None else (current.version, current.cutoff_ms)
+    offsets = {} if stream is None else realtime.load_progress(conn, stream).offsets
+    return alias, offsets
 
 
 def _served_all(settings: Settings, architecture: str) -> Served | None:
     with connect(settings) as conn:
+        stream = versions.live_stream(conn, architecture)
+        before = _read_position(conn, architecture, stream)
         served = {view: _served(conn, view, architecture) for view in VIEW_NAMES}
+        after = _read_position(conn, architecture, stream)
         current = versions.current(conn, architecture)
     meta = served[VIEW_NAMES[0]][1]
     if current is None:
@@ -102,12 +120,15 @@ def _served_all(settings: Settings, architecture: str) -> Served | None:
     if architecture == Architecture.LAMBDA and current.cutoff_ms is not None:
         # Windows before the cutoff are the batch's, final; after it the speed layer's.
         closed = max(current.cutoff_ms, watermark or 0)
+    steady = before == after and stream == meta.stream
     return Served(
         architecture=architecture,
         rows={view: rows for view, (rows, _meta) in served.items()},
         closed_before_ms=closed,
         logic_version=current.logic_version or DEFAULT_LOGIC_VERSION,
         stream=meta.stream,
+        cutoff_ms=current.cutoff_ms if architecture == Architecture.LAMBDA else None,
+        offsets=after[1] if steady else None,
     )
 
 
@@ -119,9 +140,38 @@ def _late_ids(settings: Settings, served: Served) -> set[str]:
         return stream_state.late_event_ids(conn, served.stream)
 
 
-def _not_in(late: set[str]) -> Callable[[Event], bool]:
-    """A ``keep`` that drops the events whose ids are in `late`."""
-    return lambda event: event.event_id not in late
+def _not_in(late: set[str], before_ms: int | None = None) -> Callable[[Event], bool]:
+    """A ``keep`` that drops the events whose ids are in `late` (with `before_ms`, only those
+    from that instant on: Lambda's batch counted the others)."""
+    if before_ms is None:
+        return lambda event: event.event_id not in late
+    return lambda event: event.event_ts < before_ms or event.event_id not in late
+
+
+def _unsettled(
+    settings: Settings, sides: tuple[Served, ...], end: dict[str, int], from_history: bool
+) -> str | None:
+    """Why the served rows may lack records the oracle, read from the log ending at `end`,
+    counts (None: both sides had read all of it): a view of the current state is compared only
+    then, as none of it is ever final."""
+    reasons = []
+    for side in sides:
+        if side.offsets is None:
+            reasons.append(f"{side.architecture} moved while its views were read")
+            continue
+        behind = sum(max(0, high - side.offsets.get(tp, 0)) for tp, high in end.items())
+        if behind:
+            read = side.stream or side.architecture
+            reasons.append(f"{read} is {behind:,} records behind the log's end")
+    if from_history:  # the oracle's profiles: the master dataset's, as archived so far
+        with connect(settings) as conn:
+            archived = realtime.archived(conn)
+        topic = f"{settings.profiles_topic}/"
+        ends = {tp: high for tp, high in end.items() if tp.startswith(topic)}
+        behind = sum(max(0, high - archived.get(tp, 0)) for tp, high in ends.items())
+        if behind:
+            reasons.append(f"the archive is {behind:,} profile records behind the log's end")
+    return "; ".join(reasons) or None
 
 
 def _profile_history(spark: SparkSession, settings: Settings) -> list[ProfileChange] | None:
@@ -143,21 +193,41 @@ def reconciliation_table(
     settings: Settings, spark: SparkSession, lam: Served, kap: Served
 ) -> pd.DataFrame:
     """Every closed window where Lambda, Kappa and the oracle (from the log's events and the
-    master dataset's profile history) disagree, with the cause."""
+    master dataset's profile history) disagree, with the cause. A view of the current state
+    is compared only when both architectures had read the whole log the oracle reads.
+
+    Late data: the oracle without the events each architecture's stream dropped as late; for
+    Lambda's views whose rows span its cutoff (sessions, hopping windows, the current state),
+    only those from the cutoff on, since the batch counted every event before it."""
     assert lam.closed_before_ms is not None and kap.closed_before_ms is not None
     closed_before = min(lam.closed_before_ms, kap.closed_before_ms)
     values = log_event_values(settings)
     profiles = _profile_history(spark, settings)
+    from_history = profiles is not None
     if profiles is None:
         profiles = log_profile_changes(settings)
+    # Read after the oracle's input: a side that had read up to it read exactly that input.
+    unsettled = _unsettled(settings, (lam, kap), log_end(settings), from_history)
     logic = logic_filter(lam.logic_version)
     oracle = compute_views(values, profiles, keep=logic)
-    without_late = {}
+    without_late: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    spanning: dict[str, dict[str, list[dict[str, Any]]]] = {}  # views straddling the cutoff
     for side in (lam, kap):
         late = _late_ids(settings, side)
         if late:
             keep = keep_all_of(logic, _not_in(late))
             without_late[side.architecture] = compute_views(values, profiles, keep=keep).views
+            if side.cutoff_ms is not None:
+                keep = keep_all_of(logic, _not_in(late, side.cutoff_ms))
+                spanning[side.architecture] = compute_views(values, profiles, keep=keep).views
+
+    def late_free(view: str) -> dict[str, list[dict[str, Any]]]:
+        straddles = VIEWS[view].straddles_cutoff
+        return {
+            arch: (spanning[arch] if straddles and arch in spanning else views)[view]
+            for arch, views in without_late.items()
+        }
+
     tables = [
         reconcile(
             view,
@@ -165,7 +235,8 @@ def reconciliation_table(
             kap.rows[view],
             oracle.views[view],
             closed_before=closed_before,
-            without_late={arch: views[view] for arch, views in without_late.items()},
+            without_late=late_free(view),
+            unsettled=unsettled,
         )
         for view in VIEW_NAMES
     ]

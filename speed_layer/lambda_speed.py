@@ -4,8 +4,9 @@
 
 The speed layer covers event time from the published batch cutoff on. When the batch layer
 marks a new version ready, the speed layer performs the hand-off in one transaction: it
-recomputes its rows from the new cutoff on (continuing the sessions the batch leaves open),
-replaces them, and moves the alias to the new version. Readers see either the old batch with
+recomputes its rows from the new cutoff on (continuing the sessions the batch leaves open, and
+merging the batch's partials of the current state per user), replaces them, and moves the
+alias to the new version. Readers see either the old batch with
 the old real-time rows or the new batch with the new ones: never both, never neither. The
 speed layer keeps the events it accepted (``stream_engine.accepted_log``) for this recomputation
 alone; its micro-batches merge partial aggregates into keyed state like Kappa's. The
@@ -24,6 +25,7 @@ from core.spark import wait_stopped
 from core.store import realtime, sessions, state, versions
 from core.store.connection import connect, stream_lock
 from core.store.streams import LAMBDA_SPEED as STREAM
+from core.store.streams import batch_partials_stream
 from core.times import to_timestamp
 from core.views.logic_versions import logic_query
 from core.views.sessions import reach
@@ -56,6 +58,16 @@ def open_batch_sessions(
     return sessions.open_batch_sessions(conn, current.version, to_timestamp(horizon), users)
 
 
+def batch_partials(conn: psycopg.Connection, view: str) -> list[str]:
+    """The published batch version's partial rows of `view` (a view of the current state),
+    which the hand-off merges with the speed layer's own, per key, before the join: a profile
+    change after the cutoff moves the user's batch-side revenue too."""
+    current = versions.current(conn, LAMBDA)
+    if current is None:
+        return []
+    return state.load_all(conn, batch_partials_stream(current.version), view)
+
+
 def published_logic(conn: psycopg.Connection) -> Query | None:
     """The published batch version's logic, for the real-time rows after its cutoff: a batch
     of another logic version (`lambda_reprocess`) changes both sides at the hand-off."""
@@ -75,6 +87,7 @@ def speed_spec(settings: Settings) -> StreamSpec:
         watermark_delay_ms=settings.watermark_delay_ms,
         cutoff=published_cutoff,
         session_seeds=open_batch_sessions,
+        partial_seeds=batch_partials,
         logic=published_logic,
         max_offsets_per_trigger=settings.stream_max_offsets_per_trigger,
     )

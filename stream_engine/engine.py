@@ -56,7 +56,7 @@ from core.views.query import Query
 from stream_engine import accepted_log
 from stream_engine.accepted_log import AcceptedLog
 from stream_engine.inbox import Inbox, PendingBatch, inbox_root
-from stream_engine.keyed_merge import KeyedMerge, SessionSeeds
+from stream_engine.keyed_merge import KeyedMerge, PartialSeeds, SessionSeeds
 from stream_engine.merge_thread import MergeThread
 
 if TYPE_CHECKING:
@@ -84,6 +84,9 @@ class StreamSpec:
     cutoff: Callable[[psycopg.Connection], int | None] = lambda conn: None
     """Event time before which another layer is responsible (Lambda: the batch cutoff)."""
     session_seeds: SessionSeeds = lambda conn, users, cutoff: []
+    partial_seeds: PartialSeeds = lambda conn, view: []
+    """Lambda: the published batch's partials of the views of the current state, merged per key
+    into the stream's own at a hand-off (``KeyedMerge.recompute``)."""
     max_offsets_per_trigger: int = 200_000
     logic: Callable[[psycopg.Connection], Query | None] = lambda conn: None
     """The logic version's query on the events the views see, read at every micro-batch and
@@ -402,12 +405,13 @@ def recompute_accepted(
 ) -> tuple[list[Change], dict[str, StateRows]]:
     """Lambda's hand-off: every real-time row and state of the stream from its accepted log,
     for event time from `cutoff` on, under the logic version now in force, as
-    ``finish(partial(events))`` on DuckDB (no Spark: the publish step runs without one)."""
+    ``finish(partial(events))`` on DuckDB (no Spark: the publish step runs without one); the
+    views of the current state from the batch's partials merged with the stream's."""
     log = spec.accepted_log
     assert log is not None, "only a stream that keeps its event log can recompute"
     events = log.read(accepted_log.EVENTS, EVENTS, since_ms=cutoff)
     profiles = log.read(accepted_log.PROFILES, PROFILES)
-    keyed = KeyedMerge(spec.stream, spec.session_seeds)
+    keyed = KeyedMerge(spec.stream, spec.session_seeds, spec.partial_seeds)
     try:
         return keyed.recompute(conn, events, profiles, cutoff, spec.logic(conn))
     finally:

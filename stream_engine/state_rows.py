@@ -2,7 +2,8 @@
 
 ``core.store.state`` keeps each partial row as JSON text under its key, typed columns: the
 partial's one string column (``key_text``) and one epoch-ms column (``key_ms``), either or
-both. Being values, keys match however a row came to be written: no spelling must agree.
+both (``core.store.state.keys``). Being values, keys match however a row came to be written
+(here, or by the batch layer's Spark job): no spelling must agree.
 
 A micro-batch of a replay writes a few hundred thousand rows: one by one in Python that cost
 3.6 µs a row (a tenth of a replay's time), so values are encoded by DuckDB's ``to_json``
@@ -19,35 +20,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from core.store.state import NO_MS, NO_TEXT, StateKeys, StateRows
+from core.store.state import StateRows, keys
 from core.times import to_ms
 from core.views.query import registered
 
 INTERVAL_COLUMNS = ("user_id", "session_start", "session_end", "events")
 _ROWS = "_state_rows"
-
-
-def key_columns(schema: pa.Schema, key: Sequence[str]) -> tuple[str | None, str | None]:
-    """Which of `key`'s columns is the state's ``key_text`` and which its ``key_ms``; a key of
-    another shape is refused (the store has no column for it)."""
-    text = [c for c in key if pa.types.is_string(schema.field(c).type)]
-    ms = [c for c in key if pa.types.is_integer(schema.field(c).type)]
-    if len(text) > 1 or len(ms) > 1 or len(text) + len(ms) != len(key) or not key:
-        raise ValueError(
-            f"a state's key is one string column, one integer column (epoch ms), or both: "
-            f"not {', '.join(f'{c} {schema.field(c).type}' for c in key) or 'nothing'}"
-        )
-    return (text[0] if text else None), (ms[0] if ms else None)
-
-
-def keys(table: pa.Table, key: Sequence[str]) -> StateKeys:
-    """The state key of each row."""
-    text, ms = key_columns(table.schema, key)
-    n = table.num_rows
-    return StateKeys(
-        texts=table.column(text).to_pylist() if text else [NO_TEXT] * n,
-        ms=table.column(ms).to_pylist() if ms else [NO_MS] * n,
-    )
 
 
 def rows(con: duckdb.DuckDBPyConnection, table: pa.Table, key: Sequence[str]) -> StateRows:

@@ -7,11 +7,15 @@ rows of one version with the meta of another, however the alias moves meanwhile.
 everything an answer is read from, so it also tells whether an answer can have changed (the
 serving API's version tag); alone, it is one statement, so one snapshot by itself.
 
-Lambda, windowed views: the batch rows of the alias version whose window starts before the
+Lambda, tumbling windows: the batch rows of the alias version whose window starts before the
 alias's cutoff, plus the `lambda-speed` real-time rows whose window starts at or after it (all
-real-time rows, and no batch row, while no alias or no cutoff exists). Lambda sessions: the
-batch sessions of the alias version that no real-time session of the same user covers, plus
-every real-time session (the speed layer already continues the sessions open at the cutoff).
+real-time rows, and no batch row, while no alias or no cutoff exists). Hopping windows: the
+same, but a window starting less than its length before the cutoff holds events of both sides,
+so both sides' rows of a window are summed. Lambda sessions: the batch sessions of the alias
+version that no real-time session of the same user covers, plus every real-time session (the
+speed layer already continues the sessions open at the cutoff). The current state
+(`segment_totals`): the real-time rows alone, since the speed layer merges the batch's
+partials per key at the hand-off, before the join the view's rows come from.
 Kappa: the real-time rows of stream `kappa-v<alias version>`, nothing while no alias exists.
 
 Rows come sorted by key fields (code-point order) and window, and a page continues strictly
@@ -148,14 +152,39 @@ def _merge(spec: ViewSpec, merged: bool) -> sql.Composed:
             "and c.session_start <= t.session_start and c.session_end >= t.session_end)",
             rt=sql.Identifier(rt),
         )
-    else:
-        start = sql.Identifier("t", spec.time_fields[0])
-        batch = _q("t.version = %(version)s and {start} < %(cutoff)s", start=start)
+        return _union(spec, batch, realtime)
+    start = sql.Identifier("t", spec.time_fields[0])
+    batch = _q("t.version = %(version)s and {start} < %(cutoff)s", start=start)
+    if spec.hop_ms is None:  # tumbling: each window on one side of the cutoff
         realtime = _q("{realtime} and {start} >= %(cutoff)s", realtime=realtime, start=start)
+        return _union(spec, batch, realtime)
+    # Hopping: a window starting less than its length before the cutoff holds events of both
+    # sides (the batch's before the cutoff, the speed layer's from it), so its counters are
+    # the sum of both sides' rows.
+    overlap = sql.Literal(f"{(spec.window_ms - spec.hop_ms) // 1000} seconds")
+    realtime = _q(
+        "{realtime} and {start} >= %(cutoff)s - {overlap}::interval",
+        realtime=realtime,
+        start=start,
+        overlap=overlap,
+    )
+    group = sql.SQL(", ").join(sql.Identifier(c) for c in (*spec.keys, *spec.time_fields))
+    sums = sql.SQL(", ").join(
+        _q("sum({value})::bigint as {value}", value=sql.Identifier(v)) for v in spec.values
+    )
+    return _q(
+        "select {group}, {sums} from ({sides}) as sides group by {group}",
+        group=group,
+        sums=sums,
+        sides=_union(spec, batch, realtime),
+    )
+
+
+def _union(spec: ViewSpec, batch: sql.Composable, realtime: sql.Composable) -> sql.Composed:
     return _q(
         "{batch} union all {realtime}",
         batch=_arm(spec, batch_table(spec.name), batch),
-        realtime=_arm(spec, rt, realtime),
+        realtime=_arm(spec, realtime_table(spec.name), realtime),
     )
 
 
@@ -171,15 +200,16 @@ def _rows_sql(
 ) -> bytes:
     """The text of a rows statement of one shape: composed once, then reused (a reader sends
     it as a prepared statement)."""
-    start_field = sql.Identifier("merged", spec.time_fields[0])
     conditions: list[sql.Composable] = [
         _q("{key} = {value}", key=sql.Identifier("merged", key), value=sql.Placeholder(key))
         for key in keys
     ]
-    if start:
-        conditions.append(_q("{start} >= %(start)s", start=start_field))
-    if end:
-        conditions.append(_q("{start} < %(end)s", start=start_field))
+    if start or end:  # a view with time fields only (the caller refuses them otherwise)
+        start_field = sql.Identifier("merged", spec.time_fields[0])
+        if start:
+            conditions.append(_q("{start} >= %(start)s", start=start_field))
+        if end:
+            conditions.append(_q("{start} < %(end)s", start=start_field))
     # The merged key columns are in the C collation already (`_arm`): compared and sorted as
     # they are, the planner matches them with the key-order indexes.
     order = sql.SQL(", ").join(sql.Identifier("merged", c) for c in sort_columns(spec))
@@ -223,11 +253,14 @@ def rows_statement(
     if state.stream is None:
         return None
     params: dict[str, Any] = {"stream": state.stream}
-    # Lambda merges the batch side once a version is published (windows: with a cutoff).
+    # Lambda merges the batch side once a version is published (windows: with a cutoff). The
+    # current state has no time to split at: the speed layer merged the batch's partials into
+    # its own, per key, at the hand-off, so its rows are the whole view.
     merged = (
         state.architecture == Architecture.LAMBDA
         and state.version is not None
         and (spec.window_ms is None or state.cutoff_ms is not None)
+        and not spec.current_state
     )
     if merged:
         params["version"] = state.version

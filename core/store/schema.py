@@ -61,13 +61,15 @@ def _columns(spec: ViewSpec) -> list[str]:
 
 
 def primary_key(spec: ViewSpec) -> tuple[str, ...]:
-    """A row's identity within a version or stream: its keys and the start of its window."""
-    return (*spec.keys, spec.time_fields[0])
+    """A row's identity within a version or stream: its keys and the start of its window (or
+    session), if it has one."""
+    return (*spec.keys, *spec.time_fields[:1])
 
 
 def sort_columns(spec: ViewSpec) -> tuple[str, ...]:
     """The order readers get rows in: key fields, then the window's start (its end follows from
-    it), or a session's start and end (two sessions of a user may start together)."""
+    it), or a session's start and end (two sessions of a user may start together); a view of
+    the current state has its keys alone."""
     if spec.window_ms is not None:
         return (*spec.keys, spec.time_fields[0])
     return (*spec.keys, *spec.time_fields)

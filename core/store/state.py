@@ -21,6 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import psycopg
+import pyarrow as pa
+
+from core.store.streams import BATCH_PARTIALS_PREFIX
 
 DDL = (
     """create table if not exists stream_state (
@@ -120,6 +123,29 @@ class StateWrites:
     quarantine: list[tuple] = field(default_factory=list)  # as _QUARANTINE_COLUMNS
 
 
+def key_columns(schema: pa.Schema, key: Sequence[str]) -> tuple[str | None, str | None]:
+    """Which of `key`'s columns is the state's ``key_text`` and which its ``key_ms``; a key of
+    another shape is refused (the store has no column for it)."""
+    text = [c for c in key if pa.types.is_string(schema.field(c).type)]
+    ms = [c for c in key if pa.types.is_integer(schema.field(c).type)]
+    if len(text) > 1 or len(ms) > 1 or len(text) + len(ms) != len(key) or not key:
+        raise ValueError(
+            f"a state's key is one string column, one integer column (epoch ms), or both: "
+            f"not {', '.join(f'{c} {schema.field(c).type}' for c in key) or 'nothing'}"
+        )
+    return (text[0] if text else None), (ms[0] if ms else None)
+
+
+def keys(table: pa.Table, key: Sequence[str]) -> StateKeys:
+    """The state key of each row."""
+    text, ms = key_columns(table.schema, key)
+    n = table.num_rows
+    return StateKeys(
+        texts=table.column(text).to_pylist() if text else [NO_TEXT] * n,
+        ms=table.column(ms).to_pylist() if ms else [NO_MS] * n,
+    )
+
+
 _KEYS = "unnest(%b::text[], %b::bigint[]) as k(key_text, key_ms)"
 """The keys given as two arrays, sent binary (no array literal to escape and parse)."""
 
@@ -132,6 +158,14 @@ def load(conn: psycopg.Connection, stream: str, name: str, keys: StateKeys) -> l
         f"select value from stream_state s join {_KEYS} using (key_text, key_ms) "
         "where s.stream = %s and s.view = %s",
         (list(keys.texts), list(keys.ms), stream, name),
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def load_all(conn: psycopg.Connection, stream: str, name: str) -> list[str]:
+    """Every value of one state of a stream."""
+    rows = conn.execute(
+        "select value from stream_state where stream = %s and view = %s", (stream, name)
     ).fetchall()
     return [row[0] for row in rows]
 
@@ -205,6 +239,15 @@ def sizes(conn: psycopg.Connection, stream: str) -> dict[str, dict[str, int]]:
         (stream,),
     ).fetchall()
     return {name: {"rows": int(count), "bytes": int(size)} for name, count, size in rows}
+
+
+def drop_batch_partials(conn: psycopg.Connection, keep_version: int) -> None:
+    """The partials kept by batch versions older than `keep_version`."""
+    prefix = BATCH_PARTIALS_PREFIX
+    conn.execute(
+        "delete from stream_state where stream like %s and substr(stream, %s)::int < %s",
+        (f"{prefix}%", len(prefix) + 1, keep_version),
+    )
 
 
 def drop(conn: psycopg.Connection, stream: str) -> None:

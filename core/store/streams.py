@@ -8,6 +8,15 @@ from __future__ import annotations
 LAMBDA_SPEED = "lambda-speed"
 """The Lambda speed layer's real-time rows and progress."""
 
+BATCH_PARTIALS_PREFIX = "lambda-batch-v"
+"""Batch version N keeps, as the state of stream `lambda-batch-vN`, its partials of the views
+of the current state: the speed layer merges them into its own at the hand-off to N."""
+
+
+def batch_partials_stream(version: int) -> str:
+    return f"{BATCH_PARTIALS_PREFIX}{version}"
+
+
 KAPPA_PREFIX = "kappa-v"
 """Kappa stream job version N writes stream `kappa-vN`."""
 

@@ -1,4 +1,4 @@
-"""The business logic of the five views, once, as mergeable partial aggregates.
+"""The business logic of the seven views, once, as mergeable partial aggregates.
 
 Each view is a ``core.views.partials.PartialAggregate`` (``PARTIALS``), written as Ibis
 expressions and compiled for each engine (``core.views.query``): the batch layer computes
@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Final
 
 from core.catalog import VIEW_NAMES, VIEWS
 from core.views import page_views as _page_views
+from core.views import page_views_hopping as _page_views_hopping
 from core.views import revenue_by_segment as _revenue
 from core.views import search_ctr as _search_ctr
+from core.views import segment_totals as _segment_totals
 from core.views import sessions as _sessions
 from core.views import unique_users as _unique_users
 from core.views.partials import PartialAggregate
@@ -27,7 +29,15 @@ if TYPE_CHECKING:
 
 PARTIALS: Final[dict[str, PartialAggregate]] = {
     module.PARTIAL.view: module.PARTIAL
-    for module in (_page_views, _unique_users, _search_ctr, _revenue, _sessions)
+    for module in (
+        _page_views,
+        _unique_users,
+        _search_ctr,
+        _revenue,
+        _sessions,
+        _page_views_hopping,
+        _segment_totals,
+    )
 }
 """View name -> its partial aggregate, in catalogue order."""
 
@@ -45,6 +55,14 @@ def compute_view(name: str, events: DataFrame, profiles: DataFrame) -> DataFrame
         events.sparkSession, aggregate.view_query, in_events=events, in_profiles=profiles
     )
     return with_timestamps(rows, VIEWS[name])
+
+
+def compute_partial(name: str, events: DataFrame, profiles: DataFrame) -> DataFrame:
+    """One view's partial aggregate by name, on Spark, from the same inputs as
+    ``compute_view`` (time fields in epoch ms, as the stream's state keeps them)."""
+    return on_spark(
+        events.sparkSession, PARTIALS[name].partial_query, in_events=events, in_profiles=profiles
+    )
 
 
 def compute_all(events: DataFrame, profiles: DataFrame) -> dict[str, DataFrame]:
@@ -65,6 +83,7 @@ __all__ = [
     "VIEW_INPUT_COLUMNS",
     "PartialAggregate",
     "compute_all",
+    "compute_partial",
     "compute_view",
     "keep",
 ]

@@ -1,5 +1,7 @@
 // The live dashboard (index.html): for the chosen view, each architecture's answer from
-// GET /v1/views/{view}, its meta, and two charts over the time the page has been open.
+// GET /v1/views/{view}, its meta, and two charts over the time the page has been open (the
+// view's total and its rows, so they read the same for a windowed view and for one of the
+// current state, which has no time fields: its table is its keys and values alone).
 //
 // Each architecture is polled every POLL_MS with the ETag of the answer on screen in
 // If-None-Match: while no micro-batch commits and no alias moves, the API answers 304 after
@@ -20,8 +22,9 @@ const ARCHITECTURES = [
   { name: "kappa", title: "Kappa", color: "#2b6cb0" },
 ];
 
-// Written into the page by the server: each view's fields in row order, and the API's
-// largest page (LK_SERVE_PAGE_LIMIT_MAX).
+// Written into the page by the server: each view's fields in row order (no time fields for
+// the current state) and what one row spans, and the API's largest page
+// (LK_SERVE_PAGE_LIMIT_MAX).
 const config = JSON.parse(document.getElementById("config").textContent);
 const integer = new Intl.NumberFormat("en-US");
 
@@ -42,7 +45,8 @@ function initialView() {
 }
 
 // The field a chart sums: the view's first value (count, users, searches, revenue_cents,
-// events).
+// events). Overlapping windows (page_views_hopping) count each event in each of its windows,
+// which the line by the view says.
 function mainValue() {
   return config.views[view].values[0];
 }
@@ -227,6 +231,7 @@ function schedule(delay) {
 function selectView(name) {
   view = name;
   history.replaceState(null, "", `#${name}`);
+  renderWindow();
   generation += 1;
   panels.forEach(reset);
   schedule(0);
@@ -244,6 +249,10 @@ function record(panel) {
   for (const plot of panel.charts) {
     plot.setData([times, panel.history[plot.seriesIndex]]);
   }
+}
+
+function renderWindow() {
+  document.getElementById("window").textContent = config.views[view].window;
 }
 
 function renderStatus(panel) {
@@ -335,6 +344,7 @@ function clock(date) {
 const select = document.getElementById("view");
 for (const name of Object.keys(config.views)) select.add(new Option(name, name));
 select.value = view;
+renderWindow();
 select.addEventListener("change", () => selectView(select.value));
 document.addEventListener("visibilitychange", () => {
   if (!document.hidden) schedule(0);

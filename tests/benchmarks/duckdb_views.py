@@ -117,9 +117,9 @@ def compute(
     for name, aggregate in PARTIALS.items():
         view_started = time.monotonic()
         spec = VIEWS[name]
-        events_in = before if spec.window_ms is None else windows
+        events_in = before if spec.straddles_cutoff else windows  # as batch_layer.job
         rows = on_duckdb(con, aggregate.view_query, in_events=events_in, in_profiles=profiles)
-        if spec.window_ms is not None:
+        if not spec.straddles_cutoff:
             rows = rows.filter(pc.less(rows.column("window_start"), cutoff_ms))
         columns = (rows.column(c).to_pylist() for c in spec.columns)
         result.rows[name] = list(zip(*columns, strict=True))

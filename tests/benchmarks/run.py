@@ -57,7 +57,7 @@ from typing import Any
 
 from core.settings import Settings, get_settings
 from tests.benchmarks import sweep
-from tests.benchmarks.report import GIB, Results, cpu_lines, machine, table
+from tests.benchmarks.report import GIB, Results, cpu_lines, machine, state_lines, table
 from tests.benchmarks.rss import RssSampler, stack_pids
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -488,6 +488,7 @@ class Bench:
                 self.results.save()
                 signal.signal(signal.SIGTERM, previous)
         print("\n" + table(self.results.data))
+        print("\n" + state_lines(self.results.data))
         print("\n" + cpu_lines(self.results.data))
         print(
             f"\nmeasured on {machine()['cpus']} cores (load average at "

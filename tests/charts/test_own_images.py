@@ -3,6 +3,7 @@ and configuration: no third-party image, no image entrypoint conventions."""
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any
 
@@ -10,6 +11,7 @@ import helm_python as helm
 import pytest
 import yaml
 
+from core.catalog import VIEW_NAMES
 from tests.charts.chart_utils import (
     CHART_DIR,
     NAMESPACE,
@@ -158,6 +160,17 @@ class TestMinio:
         assert "--console-address=:9001" in minio["args"]
 
 
+def _assigned(script: str, name: str) -> Any:
+    """The literal a Python script assigns to `name` at its top level."""
+    (value,) = [
+        node.value
+        for node in ast.parse(script).body
+        if isinstance(node, ast.Assign)
+        and [t.id for t in node.targets if isinstance(t, ast.Name)] == [name]
+    ]
+    return ast.literal_eval(value)
+
+
 class TestHelmTest:
     def test_should_ask_the_serving_api_with_python_from_the_app_image(self) -> None:
         pod = _workload("helm-test")
@@ -168,7 +181,8 @@ class TestHelmTest:
         assert "import httpx" in script
         assert 'BASE = "http://lk-serving:8000"' in script
         assert 'get("/health", 10)' in script
-        assert 'get("/v1/views/page_views", 3)' in script
+        assert 'get(f"/v1/views/{view}", 3)' in script
+        assert _assigned(script, "VIEWS") == VIEW_NAMES  # every view, the catalogue's order
         assert pod_spec(pod)["securityContext"]["runAsUser"] == 10001
 
 

@@ -4,7 +4,8 @@ every scenario, and the report; on a busy machine.
 The report opens in Chromium with every figure and no console error, and the numbers in its
 JSON agree with what this test computes itself from the workload and the run's store: Lambda is
 exact after its batch, Kappa is off by exactly its late-dropped events, readers never saw a gap
-or a mix, and the compaction difference is the as-of join's alone.
+or a mix, and the compaction difference is the as-of join's alone: the table-table join
+(`segment_totals`) is exact in both after compaction.
 
 While the live feed produces, two CPU-bound loops run beside it, each in a session of its own
 (as another tenant's work would, scheduled as a group of its own): the streams fall behind
@@ -223,6 +224,11 @@ def test_demo_compares_both_architectures_live_and_reports(
         assert kappa_off == expected_off, view
     assert run.compaction is not None
     assert run.compaction.rows_differing["lambda"] == 0
+    assert run.compaction.rows_differing_by_view == {
+        "revenue_by_segment": run.compaction.rows_differing,
+        "segment_totals": {"lambda": 0, "kappa": 0},
+    }
+    assert "segment_totals lambda 0, kappa 0." in section_html(report.read_text(), "fig-compaction")
     assert run.compaction.profile_records_after < run.compaction.profile_records_before
 
     # Cost, storage, the chart's weight and the code: measured, not empty.

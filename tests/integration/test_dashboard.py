@@ -35,6 +35,7 @@ from core.kafka_io import produce_file
 from core.settings import Settings
 from core.store.connection import ensure_schema
 from infra.stack.postgres import Postgres
+from serving.api.routes.dashboard import window_text
 from tests.browser import chromium
 from tests.conftest import ROOT
 from tests.integration.helpers import isolated_settings, settings_env
@@ -235,6 +236,8 @@ def test_switching_the_view_shows_its_rows(browser: Browser, api: str) -> None:
     for view in [*VIEW_NAMES[1:], VIEW_NAMES[0]]:
         page.locator("#view").select_option(view)
         assert page.url.endswith(f"#{view}")
+        # What a row spans: a window (hopping ones overlap), a session, or no time at all.
+        expect(page.locator("#window")).to_have_text(window_text(VIEWS[view]))
         _expect_served(browser, api, view, UPDATE_TIMEOUT_MS)
         value = VIEWS[view].values[0]
         for architecture in ("lambda", "kappa"):

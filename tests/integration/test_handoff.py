@@ -4,6 +4,8 @@ count and no gap on either side of the cutoff, while events keep arriving."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from batch_layer.errors import BatchError
 from batch_layer.pipeline import run_batch
 from core import workload
 from core.catalog import VIEW_NAMES
-from core.events import Event
+from core.events import Event, ProfileChange, Rejected, parse_event
 from core.kafka_io import produce_file
 from core.oracle import (
     OracleResult,
@@ -53,6 +55,32 @@ def _event_ids(lines: list[bytes]) -> set[str]:
         if isinstance(obj, dict) and isinstance(obj.get("event_id"), str):
             ids.add(obj["event_id"])
     return ids
+
+
+def expected_events(lines: list[bytes], kept: Callable[[Event], bool]) -> list[Event]:
+    """The valid first occurrences of `lines` that `kept` keeps."""
+    seen: set[str] = set()
+    events = []
+    for line in lines:
+        parsed = parse_event(line)
+        if isinstance(parsed, Rejected) or parsed.event_id in seen:
+            continue
+        seen.add(parsed.event_id)
+        if kept(parsed):
+            events.append(parsed)
+    return events
+
+
+def _user_with_orders_before(events: list[Event], cutoff: int) -> tuple[str, int]:
+    """A user with orders, all before `cutoff` (event time), and their revenue."""
+    orders: dict[str, list[Event]] = {}
+    for event in events:
+        if event.type == "order":
+            orders.setdefault(event.user_id, []).append(event)
+    for user, placed in sorted(orders.items()):
+        if all(order.event_ts < cutoff for order in placed):
+            return user, sum(order.amount_cents or 0 for order in placed)
+    raise AssertionError("the workload has no user whose orders all lie before the cutoff")
 
 
 def test_handoff_is_exact_on_both_sides_of_the_cutoff(
@@ -115,6 +143,23 @@ def test_handoff_is_exact_on_both_sides_of_the_cutoff(
     # Both sides contribute, so the test exercises the hand-off rather than one layer alone.
     starts = [row["window_start"] for row in served["unique_users"]["rows"]]
     assert min(starts) < served["page_views"]["meta"]["batch_cutoff"] <= max(starts)
+
+    # 3b. The table-table join across the hand-off: a profile change after the cutoff, for a
+    #     user whose orders all lie before it, moves that user's batch-side revenue at once
+    #     (the batch's partial and the speed layer's combine per user, before the join).
+    user, revenue = _user_with_orders_before(expected_events(lines, processed), cutoff)
+    change = tmp_path / "change.profiles.jsonl"
+    moved = ProfileChange(user, "moved-after-cutoff", cutoff + 3_600_000)
+    change.write_text(json.dumps(asdict(moved)) + "\n")
+    produce_file(settings, change, settings.profiles_topic)
+    speed.drain()
+    profile_changes.append(moved)
+    served = _served(settings)
+    expected = compute_views(lines, profile_changes, keep=processed)
+    _assert_equal(served, expected)
+    assert {"segment": moved.segment, "users": 1, "revenue_cents": revenue} in served[
+        "segment_totals"
+    ]["rows"]
 
     # 4. A batch of another logic version (as `lambda_reprocess` writes it) at the same cutoff:
     #    at its hand-off the real-time rows follow the new logic too, so every answer, on both

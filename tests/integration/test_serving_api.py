@@ -233,6 +233,10 @@ def test_unknown_view_is_404_with_a_reason(client: TestClient) -> None:
         ("page_views", {"architecture": "LAMBDA"}, "architecture must be one of"),
         ("page_views", {"offset": "10"}, "unknown query parameter 'offset'"),
         ("sessions", {"user_id": ""}, "user_id must not be empty"),
+        # The current state has no window to filter on.
+        ("segment_totals", {"start": "2026-11-01T10:00:00Z"}, "'start' does not apply to"),
+        ("segment_totals", {"end": "2026-11-01T10:00:00Z"}, "segment_totals: it has no window"),
+        ("segment_totals", {"page": "/home"}, "'page' is not a key of segment_totals"),
     ],
 )
 def test_bad_filter_is_422_with_the_reason(
@@ -300,6 +304,51 @@ def test_lambda_merge_hands_off_at_the_cutoff_without_double_counting(
     assert rows == [ctr("shoes", "09:00", 3, 1), ctr("shoes", "10:00", 7, 0)]
     assert rows[0]["ctr"] == 1 / 3 and isinstance(rows[1]["ctr"], float)
     assert list(rows[0]) == ["query", "window_start", "window_end", "searches", "clicks", "ctr"]
+
+
+def hop(page: str, start: str, count: int) -> Row:
+    begin = parse_iso(at(start))
+    return {
+        "page": page,
+        "window_start": iso(begin),
+        "window_end": iso(begin + 10 * MINUTE_MS),
+        "count": count,
+    }
+
+
+def test_lambda_sums_both_sides_of_a_hopping_window_that_straddles_the_cutoff(
+    client: TestClient, store: psycopg.Connection
+) -> None:
+    set_alias(store, "lambda", 1, cutoff=at("10:00"))
+    # The batch counted the events before 10:00, the speed layer those from 10:00 on: the
+    # windows starting 09:51 to 09:59 hold both.
+    insert_batch(store, "page_views_hopping", 1, [hop("/a", "09:50", 4), hop("/a", "09:55", 3)])
+    insert_rt(
+        store,
+        "page_views_hopping",
+        "lambda-speed",
+        [hop("/a", "09:50", 90), hop("/a", "09:55", 2), hop("/a", "10:00", 2)],
+    )
+    body = get(client, "page_views_hopping")
+    assert body["rows"] == [hop("/a", "09:50", 4), hop("/a", "09:55", 5), hop("/a", "10:00", 2)]
+    rows = get(client, "page_views_hopping", start=at("09:55"), limit="1")["rows"]
+    assert rows == [hop("/a", "09:55", 5)]
+
+
+def test_lambda_serves_the_current_state_from_the_speed_layer_alone(
+    client: TestClient, store: psycopg.Connection
+) -> None:
+    """The speed layer merged the batch's partials per user at the hand-off: its rows are the
+    whole view, and the batch's rows (as of the cutoff) are not added to them."""
+    set_alias(store, "lambda", 1, cutoff=at("10:00"))
+    totals = [
+        {"segment": "gold", "users": 2, "revenue_cents": 150},
+        {"segment": "unknown", "users": 1, "revenue_cents": 0},
+    ]
+    insert_batch(store, "segment_totals", 1, [{"segment": "gold", "users": 1, "revenue_cents": 99}])
+    insert_rt(store, "segment_totals", "lambda-speed", totals)
+    assert get(client, "segment_totals")["rows"] == totals
+    assert get(client, "segment_totals", segment="gold")["rows"] == totals[:1]
 
 
 def test_lambda_without_an_alias_serves_every_real_time_row_and_no_batch_row(

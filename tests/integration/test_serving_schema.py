@@ -43,7 +43,7 @@ from core.catalog import VIEWS
 from core.settings import Settings
 from core.store import comparison_reports, quality_results
 from core.store.connection import connect
-from core.store.schema import batch_table, create_all, realtime_table
+from core.store.schema import batch_table, create_all, realtime_table, sort_columns
 from core.times import HOUR_MS, MINUTE_MS, iso, parse_iso, to_timestamp
 from quality.result import QualityResult
 from serving.main import create_app
@@ -124,6 +124,15 @@ def _view_rows(view: str) -> list[dict[str, Any]]:
         elif view == "revenue_by_segment":
             for segment in ("gold", "silver", "none"):
                 rows.append({"segment": segment, **_window(begin, HOUR_MS), "revenue_cents": 999})
+        elif view == "page_views_hopping":
+            for page in ("/", "/é"):
+                for minute in (0, 1, 55):
+                    start = begin + minute * MINUTE_MS
+                    rows.append({"page": page, **_window(start, 10 * MINUTE_MS), "count": 2})
+        elif view == "segment_totals":
+            if hour == 0:  # no window: one row per segment
+                for segment in ("gold", "silver", "unknown"):
+                    rows.append({"segment": segment, "users": 3, "revenue_cents": 1234})
         else:
             for user in ("u1", "u2", "U1"):
                 start = begin + 5 * MINUTE_MS
@@ -155,8 +164,11 @@ def _seed(conn: psycopg.Connection) -> None:
     cutoff = parse_iso(CUTOFF)
     for view, spec in VIEWS.items():
         rows = _view_rows(view)
-        before = [r for r in rows if parse_iso(r[spec.time_fields[0]]) < cutoff]
-        after = [r for r in rows if parse_iso(r[spec.time_fields[0]]) >= cutoff]
+        if spec.current_state:  # the speed layer's rows are the whole view
+            before, after = [], rows
+        else:
+            before = [r for r in rows if parse_iso(r[spec.time_fields[0]]) < cutoff]
+            after = [r for r in rows if parse_iso(r[spec.time_fields[0]]) >= cutoff]
         _insert(conn, batch_table(view), ("version", 1), view, before)
         _insert(conn, realtime_table(view), ("stream", "lambda-speed"), view, after)
         for stream in ("kappa-v1", "kappa-v2"):
@@ -288,7 +300,7 @@ KEYS = st.text(st.characters(exclude_categories=()), max_size=8)
 INSTANTS = st.integers()
 
 
-@pytest.mark.parametrize("view", ["page_views", "sessions"])
+@pytest.mark.parametrize("view", ["page_views", "sessions", "segment_totals"])
 def test_an_edited_cursor_is_not_a_server_error(app: FastAPI, view: str) -> None:
     generation, digest = _issued(app, view)
 
@@ -298,8 +310,10 @@ def test_an_edited_cursor_is_not_a_server_error(app: FastAPI, view: str) -> None
     @example(key="\ud800", instants=[0, 0])  # a lone surrogate: no UTF-8
     @example(key="/a", instants=[-(2**62), 2**62])  # no instant a datetime holds
     def edited(key: str, instants: list[int]) -> None:
-        # page_views sorts by (page, window_start); sessions by (user_id, start, end).
-        after = [key, *instants[: 1 if view == "page_views" else 2]]
+        # page_views sorts by (page, window_start); sessions by (user_id, start, end);
+        # segment_totals by its segment alone.
+        times = len(sort_columns(VIEWS[view])) - 1
+        after = [key, *instants[:times]]
         case = _view_case(view, limit="2", cursor=_cursor(generation, digest, after))
         response = case.call_and_validate(checks=CHECKS, app=app)
         assert response.status_code in (200, 422), response.text

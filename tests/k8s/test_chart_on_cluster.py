@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from core import workload
+from core.catalog import VIEW_NAMES
 from core.oracle import OracleResult, compute_views, load_jsonl_values, load_profiles_jsonl
 from core.settings import Settings
 from infra.cluster import compare
@@ -38,7 +39,7 @@ STORE_WAIT_S = 180
 SERVING = f"svc/{RELEASE}-serving"
 AIRFLOW = f"svc/{RELEASE}-airflow-api-server"
 COMPONENT = "app.kubernetes.io/component"
-VIEWS = ("page_views", "unique_users", "search_ctr", "revenue_by_segment", "sessions")
+VIEWS = VIEW_NAMES  # all seven
 
 
 def _architectures(installed: str) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ a run that measured nothing says so per figure; the JSON beside it reads back eq
 from __future__ import annotations
 
 import html
+import json
 import math
 import random
 import re
@@ -32,7 +33,8 @@ from comparison.figures import (
     Warmup,
     WrongAnswers,
 )
-from comparison.report import JSON_FILE, REPORT_FILE, render, write_report
+from comparison.report import JSON_FILE, REPORT_FILE, _colour, render, write_report
+from core.catalog import VIEW_NAMES
 from tests.browser import chromium
 
 FIGURE_IDS = (
@@ -50,7 +52,8 @@ FIGURE_IDS = (
     "fig-weight",
     "fig-code",
 )
-VIEWS = ("page_views", "unique_users", "search_ctr", "revenue_by_segment", "sessions")
+VIEWS = VIEW_NAMES
+"""All seven, `page_views_hopping` and `segment_totals` (issue 42) among them."""
 MIB, GIB = 2**20, 2**30
 NOT_MEASURED = "Not measured in this run."
 
@@ -76,6 +79,34 @@ def _share_off(architecture: str, view: str, t: float) -> tuple[float, int]:
     if t >= 650 and view == "revenue_by_segment":
         share += 0.04  # the compacted profiles' history
     return share, 1 + (t >= 380) + (t >= 510) + (t >= 650)
+
+
+LATE_LAMBDA = {
+    "page_views": 4,
+    "unique_users": 1,
+    "search_ctr": 2,
+    "revenue_by_segment": 3,
+    "sessions": 5,
+    "page_views_hopping": 20,
+    "segment_totals": 2,
+}
+"""Lambda's rows off per view before its batch (37 in all); none after it."""
+LATE_KAPPA = {**LATE_LAMBDA, "search_ctr": 0}
+"""Kappa's rows off per view before and after Lambda's batch (35 in all): its dropped events
+stay dropped. A dropped page view is off in ten hopping windows: 20 rows against 4."""
+COMPACTION = Compaction(
+    profile_records_before=1_830,
+    profile_records_after=400,
+    rows_differing={"lambda": 0, "kappa": 14},
+    explanation="Kappa's replay joined 61 orders placed before a segment change with "
+    "the user's current segment: the older profile versions were compacted away. "
+    "Lambda's master dataset kept them.",
+    rows_differing_by_view={
+        "revenue_by_segment": {"lambda": 0, "kappa": 14},
+        "segment_totals": {"lambda": 0, "kappa": 0},
+    },
+)
+"""Lambda 0 and 0; Kappa 14 in the as-of join and 0 in the table-table join."""
 
 
 def synthetic_run() -> ComparisonRun:
@@ -140,7 +171,10 @@ def synthetic_run() -> ComparisonRun:
             Freshness("lambda", lags["lambda"], 2.2, 5.6),
             Freshness("kappa", lags["kappa"], 1.7, 4.4),
         ],
-        late=[LateData("lambda", 402, 37, 0, 300.0), LateData("kappa", 398, 35, 35, None)],
+        late=[
+            LateData("lambda", 402, 37, 0, 300.0, LATE_LAMBDA, dict.fromkeys(VIEWS, 0)),
+            LateData("kappa", 398, 35, 35, None, LATE_KAPPA, LATE_KAPPA),
+        ],
         reprocessing=[
             Reprocessing(
                 "logic-change",
@@ -187,14 +221,7 @@ def synthetic_run() -> ComparisonRun:
             WrongAnswers("lambda", "v-bug", 440.0, 540.0, 70.0, 231.0),
             WrongAnswers("kappa", "v-bug", 440.0, 510.0, 55.0, 190.0),
         ],
-        compaction=Compaction(
-            profile_records_before=1_830,
-            profile_records_after=400,
-            rows_differing={"lambda": 0, "kappa": 14},
-            explanation="Kappa's replay joined 61 orders placed before a segment change with "
-            "the user's current segment: the older profile versions were compacted away. "
-            "Lambda's master dataset kept them.",
-        ),
+        compaction=COMPACTION,
         cost=[
             ComponentCost("kafka", "shared", 95.0, 820 * MIB),
             ComponentCost("postgres", "shared", 140.0, 310 * MIB),
@@ -571,3 +598,132 @@ def test_the_history_cost_draws_no_conclusion_its_points_do_not_bear_out() -> No
     assert "no history size measured for both architectures" in _how(
         render(lambda_only), "fig-history-cost"
     )
+
+
+# --- issue 42: the two new views, and both profile joins after compaction ----------------------
+
+
+def test_the_compaction_figure_shows_both_joins_lambda_exact_kappa_off_in_the_as_of_join_only(
+    written: tuple[ComparisonRun, Path, Path],
+) -> None:
+    page = written[1].read_text()
+    section = section_html(page, "fig-compaction")
+    assert section.count("<img") == 1
+    rows = _table_rows(section)
+    assert (
+        "<td>revenue_by_segment</td><td>as-of join (stream-table)</td><td>0</td><td>14</td>" in rows
+    )
+    assert "<td>segment_totals</td><td>table-table join</td><td>0</td><td>0</td>" in rows
+    how = _how(page, "fig-compaction")
+    # Why each join fares as it does, then the run's numbers, then what they say.
+    assert "an as-of (stream-table) join" in how and "needs the history compaction removes" in how
+    assert "a table-table join" in how
+    assert "needs only the latest record, the one compaction keeps" in how
+    assert "the log kept 400 of 1,830 profile records" in how
+    assert (
+        "rows differing: revenue_by_segment lambda 0, kappa 14; segment_totals lambda 0, kappa 0."
+        in how
+    )
+    assert "Lambda rebuilt both joins exactly, from the full history its master dataset kept" in how
+    assert (
+        "Kappa lost 14 rows of the as-of join and none of the table-table join: compaction "
+        "removed the history the first needs and kept the record the second needs" in how
+    )
+    assert "not measured" not in how
+
+
+def test_a_table_table_join_off_after_compaction_is_not_blamed_on_compaction() -> None:
+    off = replace(
+        COMPACTION,
+        rows_differing_by_view={
+            **COMPACTION.rows_differing_by_view,
+            "segment_totals": {"lambda": 0, "kappa": 3},
+        },
+    )
+    how = _how(render(replace(synthetic_run(), compaction=off)), "fig-compaction")
+    assert "segment_totals lambda 0, kappa 3" in how
+    assert "Kappa's table-table join is 3 rows off: compaction cannot explain that" in how
+    assert "kappa lost" not in how
+
+
+def test_a_kappa_replay_that_lost_nothing_says_so() -> None:
+    exact = replace(
+        COMPACTION,
+        rows_differing={"lambda": 0, "kappa": 0},
+        rows_differing_by_view={
+            "revenue_by_segment": {"lambda": 0, "kappa": 0},
+            "segment_totals": {"lambda": 0, "kappa": 0},
+        },
+    )
+    how = _how(render(replace(synthetic_run(), compaction=exact)), "fig-compaction")
+    assert (
+        "Kappa rebuilt both joins exactly: no order of this run was joined with a version "
+        "compaction removed" in how
+    )
+
+
+def test_a_run_of_schema_2_reads_back_and_shows_the_as_of_join_alone(tmp_path: Path) -> None:
+    data = json.loads(synthetic_run().write(tmp_path / "new.json").read_text())
+    data["schema"] = 2
+    del data["compaction"]["rows_differing_by_view"]
+    for late in data["late"]:
+        del late["views_off_before_batch"], late["views_off_after_batch"]
+    old = ComparisonRun.from_json(data)
+    assert old.schema == 2 and old.late[1].views_off_after_batch == {}
+    assert old.compaction is not None and old.compaction.by_view() == {
+        "revenue_by_segment": {"lambda": 0, "kappa": 14}
+    }
+    page = render(old)
+    how = _how(page, "fig-compaction")
+    assert "rows differing: revenue_by_segment lambda 0, kappa 14." in how
+    assert "Kappa lost 14 rows of the as-of join to compaction" in how
+    assert "The table-table join was not measured in this run" in how
+    assert "segment_totals" not in _table_rows(section_html(page, "fig-compaction"))
+    late = section_html(page, "fig-late")
+    assert "Rows off per view" not in late and "Per view, after the batch" not in late
+
+
+def test_the_json_carries_both_joins_and_the_old_field(
+    written: tuple[ComparisonRun, Path, Path],
+) -> None:
+    data = json.loads(written[2].read_text())
+    assert data["schema"] == 3
+    compaction = data["compaction"]
+    assert compaction["rows_differing"] == {"lambda": 0, "kappa": 14}  # schema 2's readers
+    assert compaction["rows_differing_by_view"] == {
+        "revenue_by_segment": {"lambda": 0, "kappa": 14},
+        "segment_totals": {"lambda": 0, "kappa": 0},
+    }
+    kappa = next(x for x in data["late"] if x["architecture"] == "kappa")
+    assert kappa["views_off_after_batch"] == LATE_KAPPA
+
+
+def test_the_report_lists_every_view_the_two_new_ones_included(
+    written: tuple[ComparisonRun, Path, Path],
+) -> None:
+    page = written[1].read_text()
+    assert len(VIEWS) == 7
+    assert {"page_views_hopping", "segment_totals"} <= set(VIEWS)
+    # Steady state: every view's line, and a row per view in its table.
+    how = _how(page, "fig-error")
+    assert "(7 views: " + ", ".join(VIEWS) + ")" in how
+    assert "The second table splits the steady state by view, all 7 of them" in how
+    error = section_html(page, "fig-error")
+    per_view = error[error.index("The steady state, per view") :]
+    for view in VIEWS:
+        assert f"<td>{view}</td>" in per_view, view
+    # Late data: rows off per view before and after the batch, the new views included.
+    late = section_html(page, "fig-late")
+    per_view = late[late.index("Rows off per view") :]
+    assert "<td>page_views_hopping</td><td>20</td><td>0</td><td>20</td><td>20</td>" in per_view
+    assert "<td>segment_totals</td><td>2</td><td>0</td><td>2</td><td>2</td>" in per_view
+    how = _how(page, "fig-late")
+    assert "lambda was exact in all 7 views" in how
+    assert "kappa was off in page_views (4 rows), unique_users (1 row), revenue_by_segment" in how
+    assert "page_views_hopping (20 rows), segment_totals (2 rows)" in how
+    assert "missing from each of the ten overlapping 10-minute windows" in how
+
+
+def test_every_view_has_a_colour_of_its_own() -> None:
+    colours = [_colour(view, j) for j, view in enumerate(VIEWS)]
+    assert len(set(colours)) == len(VIEWS)

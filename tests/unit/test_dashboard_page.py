@@ -99,3 +99,42 @@ def test_the_vendored_uplot_is_the_version_its_readme_names_with_its_licence() -
         in (vendor / "README.md").read_text()
     )
     assert "MIT License" in (vendor / "uplot" / "LICENSE").read_text()
+
+
+def test_the_page_lists_every_view_with_what_a_row_spans() -> None:
+    page = _page(_client())
+    views = json.loads(page.config)["views"]
+    assert list(views) == [
+        "page_views",
+        "unique_users",
+        "search_ctr",
+        "revenue_by_segment",
+        "sessions",
+        "page_views_hopping",
+        "segment_totals",
+    ]
+    # The current state has no time fields: its table is its key and values alone.
+    assert views["segment_totals"] == {
+        "keys": ["segment"],
+        "time_fields": [],
+        "values": ["users", "revenue_cents"],
+        "window": "no window: the current state per segment (everything counted so far)",
+    }
+    hopping = views["page_views_hopping"]
+    assert hopping["time_fields"] == ["window_start", "window_end"]
+    assert hopping["window"] == (
+        "10-minute windows per page, starting every minute: they overlap, so each event "
+        "counts in 10 windows (and 10 times in the total)"
+    )
+    assert views["page_views"]["window"] == "1-minute tumbling windows per page"
+    assert views["unique_users"]["window"] == "60-minute tumbling windows"
+    assert views["sessions"]["window"] == "sessions per user_id (events at most 30 minutes apart)"
+
+
+def test_the_script_shows_what_a_row_spans_and_assumes_no_time_fields() -> None:
+    script = (DASHBOARD_DIR / "dashboard.js").read_text()
+    html = (DASHBOARD_DIR / "index.html").read_text()
+    assert 'id="window"' in html
+    assert "config.views[view].window" in script
+    # Every use of a view's time fields spreads them: none picks the first or second.
+    assert "time_fields[" not in script and "time_fields.length" not in script

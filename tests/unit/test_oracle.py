@@ -89,6 +89,8 @@ def test_every_view_is_present_in_catalogue_order() -> None:
         "search_ctr",
         "revenue_by_segment",
         "sessions",
+        "page_views_hopping",
+        "segment_totals",
     )
     assert tuple(compute_views([pv("e1", "u1", at(10))]).views) == VIEW_NAMES
 
@@ -106,9 +108,11 @@ def test_row_fields_are_keys_then_time_then_values_as_catalogued() -> None:
         "search_ctr": ["query", "window_start", "window_end", "searches", "clicks", "ctr"],
         "revenue_by_segment": ["segment", "window_start", "window_end", "revenue_cents"],
         "sessions": ["user_id", "session_start", "session_end", "events"],
+        "page_views_hopping": ["page", "window_start", "window_end", "count"],
+        "segment_totals": ["segment", "users", "revenue_cents"],
     }
     for name, columns in expected_columns.items():
-        assert [list(row) for row in views[name]] == [columns]
+        assert {tuple(row) for row in views[name]} == {tuple(columns)}
         assert list(VIEWS[name].columns) == columns
     assert VIEW_KEYS == {
         "page_views": ("page",),
@@ -116,6 +120,8 @@ def test_row_fields_are_keys_then_time_then_values_as_catalogued() -> None:
         "search_ctr": ("query",),
         "revenue_by_segment": ("segment",),
         "sessions": ("user_id",),
+        "page_views_hopping": ("page",),
+        "segment_totals": ("segment",),
     }
 
 
@@ -590,3 +596,66 @@ def test_load_profiles_jsonl_names_the_bad_line(tmp_path: Path) -> None:
     path.write_text('{"user_id": "u1", "segment": "gold", "updated_ts": 5}\n\n{"user_id": 1}\n')
     with pytest.raises(ValueError, match="line 3"):
         load_profiles_jsonl(path)
+
+
+# --- page_views_hopping -----------------------------------------------------------------------
+
+
+def test_a_page_view_is_in_the_ten_windows_that_hold_it() -> None:
+    rows = view("page_views_hopping", [pv("e1", "u1", at(10, 5, 30))])
+    # windows starting 09:56 ... 10:05 hold 10:05:30; 09:55's ends at 10:05:00, before it
+    starts = ["09:56", "09:57", "09:58", "09:59", "10:00", "10:01", "10:02", "10:03", "10:04"]
+    ends = ["10:06", "10:07", "10:08", "10:09", "10:10", "10:11", "10:12", "10:13", "10:14"]
+    assert [(row["window_start"], row["window_end"]) for row in rows] == [
+        *((utc(start), utc(end)) for start, end in zip(starts, ends, strict=True)),
+        (utc("10:05"), utc("10:15")),
+    ]
+    assert {row["count"] for row in rows} == {1}
+
+
+def test_hopping_windows_are_half_open_and_overlap() -> None:
+    values = [
+        pv("a", "u1", at(10, 0)),  # windows starting 09:51 .. 10:00
+        pv("b", "u1", at(10, 9, 59, 999)),  # 10:00 .. 10:09
+        pv("c", "u1", at(10, 10)),  # 10:01 .. 10:10: not in 10:00's window
+        search("s", "u1", at(10, 5)),  # not a page view
+    ]
+    counts = {row["window_start"]: row["count"] for row in view("page_views_hopping", values)}
+    assert counts[utc("09:51")] == 1
+    assert counts[utc("10:00")] == 2
+    assert counts[utc("10:01")] == 2
+    assert counts[utc("10:09")] == 2
+    assert counts[utc("10:10")] == 1
+    assert len(counts) == 20  # 09:51 .. 10:10
+
+
+# --- segment_totals ---------------------------------------------------------------------------
+
+
+def test_segment_totals_join_each_user_with_their_last_profile_record() -> None:
+    values = [
+        order("o1", "u1", at(9), 100),  # before u1's profile changed: still counts as gold
+        order("o2", "u1", at(11), 50),
+        pv("p1", "u2", at(10)),  # no order: a user with revenue 0
+        order("o3", "u3", at(10), 7),  # no profile: unknown
+        order("o4", "u4", at(10), 9),  # deleted: unknown
+    ]
+    profiles = [
+        ProfileChange("u1", "bronze", at(8)),
+        ProfileChange("u2", "gold", at(8)),
+        ProfileChange("u4", "gold", at(8)),
+        ProfileChange("u1", "gold", at(10)),
+        ProfileChange("u4", None, at(9)),
+        ProfileChange("u5", "gold", at(8)),  # no event: not counted
+    ]
+    assert view("segment_totals", values, profiles) == [
+        {"segment": "gold", "users": 2, "revenue_cents": 150},
+        {"segment": "unknown", "users": 2, "revenue_cents": 16},
+    ]
+
+
+def test_the_last_record_in_the_log_wins_whatever_its_updated_ts() -> None:
+    profiles = [ProfileChange("u1", "gold", at(12)), ProfileChange("u1", "bronze", at(8))]
+    assert view("segment_totals", [order("o", "u1", at(10), 5)], profiles) == [
+        {"segment": "bronze", "users": 1, "revenue_cents": 5}
+    ]

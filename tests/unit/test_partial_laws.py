@@ -15,10 +15,12 @@ deduplicated events (and the profile versions split too):
    reach of B's (``core.views.sessions.reach``) replaced by their merge with partial(B);
 3. merge order does not matter: ``((a, b), c)``, ``((c, a), b)`` and ``(a, (c, b))`` finish alike.
 
-Splits cross the interesting boundaries: event time around minute and hour edges, the 30-minute
-click window and session gap; log position; user; searches in one part and their clicks in
-another; orders in one part and the profile versions that apply to them in another; each
-user's events alternating between parts (so every session is cut).
+Splits cross the interesting boundaries: event time around minute and hour edges (Lambda's
+cutoff is one), the edges of the 10-minute hopping windows, the 30-minute click window and
+session gap; log position; user; searches in one part and their clicks in another; orders in
+one part and the profile versions that apply to them in another (the as-of join's, and the
+table-table join's current profile); each user's events alternating between parts (so every
+session is cut).
 
 The laws are checked where a stream merges: on DuckDB (``core.views.query.on_duckdb``), over
 events read with the rules of ``core.events`` (what Spark's parsing gives, see
@@ -262,10 +264,14 @@ PROFILE_SPLITS = ("time", "log", "user", "away_from_orders", "one", "random")
 
 
 def _cut_candidates(ts: int) -> list[int]:
-    """Cut points near ``ts``: itself, the minute and hour edges around it, and 30 min on
-    (a click exactly 30 min after a search, a gap of exactly 30 min, falls on the far side)."""
+    """Cut points near ``ts``: itself, the minute and hour edges around it (an hour edge is
+    where Lambda's cutoff falls), the start of the first 10-minute hopping window holding it and
+    the end of the last, and 30 min on (a click exactly 30 min after a search, a gap of
+    exactly 30 min, falls on the far side)."""
     minute, hour = ts - ts % MINUTE_MS, ts - ts % HOUR_MS
     return [
+        minute - 9 * MINUTE_MS,
+        minute + 10 * MINUTE_MS,
         ts,
         ts + 1,
         minute,

@@ -228,3 +228,64 @@ def test_results_are_stored_for_data_docs(oracle: OracleResult, tmp_path: Path) 
         "a-b-c",
     )
     assert stored.success and stored.failed == 0 and stored.evaluated > 5
+
+
+def test_a_hopping_window_starts_on_its_hop_and_lasts_its_length(
+    oracle: OracleResult, dq_settings: Settings
+) -> None:
+    rows = rows_of(oracle, "page_views_hopping")
+    # Windows start on every whole minute, not only on 10-minute boundaries.
+    assert any(not row["window_start"].endswith("0:00Z") for row in rows)
+    rows[0]["window_start"] = rows[0]["window_start"].replace(":00Z", ":30Z")
+    rows[1]["window_end"] = rows[1]["window_start"].replace(":00Z", ":00.000Z")  # length 0
+    result = validate(
+        "batch_views.page_views_hopping",
+        rows,
+        settings=dq_settings,
+        layer="lambda-batch",
+        run_name="hop",
+    )
+    n = len(rows)
+    assert result.failures == (
+        f"window_start is on a 1-minute boundary (UTC): 1 of {n} rows unexpected, e.g. [30000]",
+        f"window_end = window_start + 10 min: 2 of {n} rows unexpected, e.g. [570000, 0]",
+    ), result.failures
+
+
+def test_the_current_state_has_no_time_checks_and_checks_its_values(
+    oracle: OracleResult, dq_settings: Settings
+) -> None:
+    from quality.suites import build_suite
+
+    checked = {
+        str(getattr(e, name, ""))
+        for e in build_suite("realtime_views.segment_totals").expectations
+        for name in ("column", "column_A", "column_B")
+    }
+    assert not any("window" in c or "session" in c for c in checked), checked
+    rows = rows_of(oracle, "segment_totals")
+    assert len(rows) >= 2  # rows[0] and rows[-1] are two segments
+    assert [set(row) for row in rows] == [{"segment", "users", "revenue_cents"}] * len(rows)
+    bad = [
+        {**rows[0], "users": 0},  # a segment holds only users with an event
+        {**rows[0], "segment": "", "revenue_cents": -5},
+        *rows[1:],
+        dict(rows[-1]),  # a segment twice
+    ]
+    result = validate(
+        "realtime_views.segment_totals",
+        as_store_returns(bad),
+        settings=dq_settings,
+        layer="kappa-serving",
+        run_name="state",
+    )
+    n = len(bad)
+    expected = (
+        f"segment is never empty: 1 of {n} rows unexpected",
+        f"users is at least 1: 1 of {n} rows unexpected, e.g. [0]",
+        f"revenue_cents is never negative: 1 of {n} rows unexpected, e.g. [-5]",
+        f"one row per segment: 2 of {n} rows unexpected",
+    )
+    for reason in expected:
+        assert any(f.startswith(reason) for f in result.failures), (reason, result.failures)
+    assert len(result.failures) == len(expected), result.failures

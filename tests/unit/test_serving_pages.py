@@ -7,6 +7,7 @@ import json
 
 import pytest
 from fastapi import HTTPException
+from fastapi.testclient import TestClient
 from starlette.requests import Request
 
 from core.settings import Architecture, Settings
@@ -140,3 +141,85 @@ def test_a_query_string_parsed_once_still_follows_each_deployments_settings() ->
         with pytest.raises(HTTPException) as refused:
             checked(Settings(), b"page=/a&page=/b")
         assert refused.value.status_code == 422
+
+
+# --- a view of the current state (no time fields) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        [("start", "2026-11-01T10:00:00Z")],
+        [("end", "2026-11-01T10:00:00Z")],
+        [("segment", "gold"), ("start", "yesterday")],  # refused for what it is, not its value
+    ],
+)
+def test_start_or_end_on_the_current_state_is_refused_with_the_reason(
+    params: list[tuple[str, str]],
+) -> None:
+    name = next(n for n, _ in params if n in ("start", "end"))
+    for limits in (LIMITS, None):
+        with pytest.raises(BadFilterError) as refused:
+            parse_view_query("segment_totals", params, "kappa", limits)
+        assert str(refused.value) == (
+            f"{name!r} does not apply to segment_totals: it has no window (the current state "
+            "per segment), so it takes no start or end"
+        )
+
+
+def test_the_current_state_is_filtered_by_its_key_and_paged_by_it_alone() -> None:
+    query = parse_view_query("segment_totals", [("segment", "gold")], "lambda", LIMITS)
+    assert query.filters == ViewFilters(keys=(("segment", "gold"),))
+    with pytest.raises(BadFilterError, match="'page' is not a key of segment_totals"):
+        parse_view_query("segment_totals", [("page", "/a")], "lambda", LIMITS)
+    with pytest.raises(BadFilterError, match="segment_totals accepts architecture, limit, "):
+        parse_view_query("segment_totals", [("window", "x")], "lambda", LIMITS)
+    # A cursor's position is the last row's segment alone.
+    first = parse_view_query("segment_totals", [], "lambda", LIMITS)
+    text = encode(Cursor((1, 1), ("gold",), first.digest))
+    query = parse_view_query("segment_totals", [("cursor", text)], "lambda", LIMITS)
+    assert query.cursor is not None and query.cursor.after == ("gold",)
+    windowed = encode(Cursor((1, 1), ("gold", 1_793_523_600_000), first.digest))
+    with pytest.raises(BadFilterError, match="not a cursor this API issued"):
+        parse_view_query("segment_totals", [("cursor", windowed)], "lambda", LIMITS)
+
+
+def test_the_hopping_view_takes_start_end_and_page() -> None:
+    params = [("page", "/a"), ("start", "2026-11-01T10:01:00Z"), ("end", "2026-11-01T10:05:00Z")]
+    query = parse_view_query("page_views_hopping", params, "kappa", LIMITS)
+    assert query.filters == ViewFilters(
+        keys=(("page", "/a"),), start_ms=1_793_527_260_000, end_ms=1_793_527_500_000
+    )
+    text = encode(Cursor((1, 1), ("/a", 1_793_527_260_000), query.digest))
+    cursor = parse_view_query("page_views_hopping", [*params, ("cursor", text)], "kappa", LIMITS)
+    assert cursor.cursor is not None
+
+
+def test_the_route_answers_422_for_start_on_the_current_state() -> None:
+    scope = {
+        "type": "http",
+        "app": create_app(Settings()),
+        "path_params": {"view": "segment_totals"},
+        "query_string": b"start=2026-11-01T10:00:00Z",
+    }
+    with pytest.raises(HTTPException) as refused:
+        view_query(Request(scope))
+    assert refused.value.status_code == 422
+    assert "segment_totals: it has no window" in str(refused.value.detail)
+    # The same view without a time filter is a query like any other.
+    assert view_query(Request({**scope, "query_string": b"segment=gold"})).spec.current_state
+
+
+def test_the_openapi_page_names_every_view_and_where_each_filter_applies() -> None:
+    from core.catalog import VIEWS
+
+    schema = TestClient(create_app(Settings())).get("/openapi.json").json()
+    assert schema["info"]["summary"].startswith(f"The {len(VIEWS)} views of the Lambda and Kappa")
+    parameters = {p["name"]: p for p in schema["paths"]["/v1/views/{view}"]["get"]["parameters"]}
+    assert parameters["view"]["schema"]["enum"] == list(VIEWS)
+    assert parameters["view"]["description"] == "One of the 7 views (any other: 404)."
+    assert parameters["segment"]["description"] == "revenue_by_segment and segment_totals only."
+    assert parameters["page"]["description"] == "page_views and page_views_hopping only."
+    assert parameters["user_id"]["description"] == "sessions only."
+    for name in ("start", "end"):
+        assert "segment_totals has no window: 422." in parameters[name]["description"]

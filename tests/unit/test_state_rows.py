@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.store import state
 from core.store.state import NO_MS, NO_TEXT
 from core.views import PARTIALS
 from stream_engine import state_rows
@@ -70,20 +71,20 @@ def test_keys_and_values_are_spelled_as_stored_and_read_back(
     table = pa.Table.from_pylist(drawn, schema=schema)
     stored = table.to_pylist()  # each row's fields, nested ones too, in the schema's order
 
-    text, ms = state_rows.key_columns(schema, key)
+    text, ms = state.key_columns(schema, key)
     encoded = state_rows.rows(con, table, key)
     assert list(encoded.keys.texts) == [r[text] if text else NO_TEXT for r in stored]
     assert list(encoded.keys.ms) == [r[ms] if ms else NO_MS for r in stored]
-    assert state_rows.keys(table, key) == encoded.keys
+    assert state.keys(table, key) == encoded.keys
     assert state_rows.table(encoded.values, schema).to_pylist() == stored
 
 
 def test_a_key_the_store_has_no_columns_for_is_refused() -> None:
     schema = pa.schema([("a", pa.string()), ("b", pa.string()), ("t", pa.int64())])
-    assert state_rows.key_columns(schema, ("t", "a")) == ("a", "t")
+    assert state.key_columns(schema, ("t", "a")) == ("a", "t")
     for key in (("a", "b"), ("a", "b", "t"), ()):
         with pytest.raises(ValueError, match="one string column, one integer column"):
-            state_rows.key_columns(schema, key)
+            state.key_columns(schema, key)
 
 
 def test_an_empty_state_reads_as_an_empty_table() -> None:

@@ -1,4 +1,5 @@
-"""`GET /`: the live dashboard, Lambda and Kappa side by side for one view.
+"""`GET /`: the live dashboard, Lambda and Kappa side by side for one view (any of the
+catalogue's, windowed or not).
 
 A static page (`serving/dashboard/`): its script polls `GET /v1/views/{view}` for each
 architecture every 2 s with `If-None-Match`, so an unchanged view costs a 304 and no rows. The
@@ -17,7 +18,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from core.catalog import VIEWS
+from core.catalog import SESSION_GAP_MS, VIEWS, ViewSpec
+from core.times import MINUTE_MS
 from serving.api.deps import app_settings
 
 DASHBOARD_DIR = Path(__file__).resolve().parents[2] / "dashboard"
@@ -32,11 +34,38 @@ def _template() -> str:
     return (DASHBOARD_DIR / "index.html").read_text(encoding="utf-8")
 
 
+def _minutes(ms: int) -> str:
+    return f"{ms // MINUTE_MS}-minute"
+
+
+def window_text(spec: ViewSpec) -> str:
+    """What one row of the view spans, in a few words, for the page to show by the view."""
+    per = f" per {', '.join(spec.keys)}" if spec.keys else ""
+    if spec.current_state:
+        return f"no window: the current state{per} (everything counted so far)"
+    if spec.window_ms is None:
+        return f"sessions{per} (events at most {SESSION_GAP_MS // MINUTE_MS} minutes apart)"
+    if spec.hop_ms is not None:
+        windows = spec.window_ms // spec.hop_ms
+        every = "minute" if spec.hop_ms == MINUTE_MS else f"{spec.hop_ms // MINUTE_MS} minutes"
+        return (
+            f"{_minutes(spec.window_ms)} windows{per}, starting every {every}: they overlap, "
+            f"so each event counts in {windows} windows (and {windows} times in the total)"
+        )
+    return f"{_minutes(spec.window_ms)} tumbling windows{per}"
+
+
 def page_config(page_limit: int) -> dict[str, object]:
-    """What the script needs to know: each view's fields in row order, and the largest page."""
+    """What the script needs to know: each view's fields in row order (a view of the current
+    state has no time fields) and what a row spans, and the largest page."""
     return {
         "views": {
-            name: {"keys": spec.keys, "time_fields": spec.time_fields, "values": spec.values}
+            name: {
+                "keys": spec.keys,
+                "time_fields": spec.time_fields,
+                "values": spec.values,
+                "window": window_text(spec),
+            }
             for name, spec in VIEWS.items()
         },
         "page_limit": page_limit,

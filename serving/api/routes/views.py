@@ -27,6 +27,7 @@ from serving import caching, repository
 from serving.api.deps import app_metrics, app_pool, app_settings
 from serving.filters import (
     ARCHITECTURES,
+    KEY_FILTERS,
     BadFilterError,
     PageLimits,
     UnknownViewError,
@@ -63,18 +64,32 @@ INSTANT = {
     "examples": ["2026-11-01T10:00:00Z"],
 }
 
+_KEYED = {key: [name for name, spec in VIEWS.items() if key in spec.keys] for key in KEY_FILTERS}
+"""Each key filter and the views it applies to."""
+_NO_TIME_FIELDS = " and ".join(name for name, spec in VIEWS.items() if spec.current_state)
+
 # For the OpenAPI page only: the view and the whole query string are checked by
 # `parse_view_query` (which also refuses unknown and repeated parameters), not by FastAPI,
 # whose dependency solving and per-parameter validation cost more than a 304's statement.
 PARAMETERS = [
     _parameter(
         "view",
-        "One of the five views (any other: 404).",
+        f"One of the {len(VIEWS)} views (any other: 404).",
         {"type": "string", "enum": [*VIEWS]},
         where="path",
     ),
-    _parameter("start", "ISO 8601 UTC; rows whose window starts at or after it.", INSTANT),
-    _parameter("end", "ISO 8601 UTC; rows whose window starts before it.", INSTANT),
+    _parameter(
+        "start",
+        "ISO 8601 UTC; rows whose window (sessions: session) starts at or after it. "
+        f"{_NO_TIME_FIELDS} has no window: 422.",
+        INSTANT,
+    ),
+    _parameter(
+        "end",
+        "ISO 8601 UTC; rows whose window (sessions: session) starts before it. "
+        f"{_NO_TIME_FIELDS} has no window: 422.",
+        INSTANT,
+    ),
     _parameter(
         "architecture",
         "lambda or kappa (default: the deployment's).",
@@ -87,10 +102,7 @@ PARAMETERS = [
         {"type": "integer", "minimum": 1},
     ),
     _parameter("cursor", "`meta.next_cursor` of the previous page (same view and filters)."),
-    _parameter("page", "page_views only."),
-    _parameter("query", "search_ctr only."),
-    _parameter("segment", "revenue_by_segment only."),
-    _parameter("user_id", "sessions only."),
+    *(_parameter(key, f"{' and '.join(_KEYED[key])} only.") for key in KEY_FILTERS),
     _parameter(
         "If-None-Match",
         "The `ETag` of an answer already held: 304, without rows, while it is still current.",
