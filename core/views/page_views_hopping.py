@@ -16,7 +16,8 @@ import ibis
 import ibis.expr.types as ir
 
 from core.catalog import VIEWS
-from core.views import page_views
+from core.views.page_views import PARTIAL as PAGE_VIEWS
+from core.views.page_views import SIZE as MINUTE_PANE
 from core.views.windows import WINDOW_START_MS, window_columns
 
 SPEC = VIEWS["page_views_hopping"]
@@ -25,7 +26,7 @@ SIZE, HOP = SPEC.window_ms, SPEC.hop_ms
 PANES = SIZE // HOP
 """Windows holding each pane."""
 assert PANES * HOP == SIZE, "a window is a whole number of hops"
-assert HOP == page_views.SIZE, "the panes are page_views' windows"
+assert HOP == MINUTE_PANE, "the panes are page_views' windows"
 
 _PANE = "_pane"
 
@@ -47,7 +48,7 @@ def _finish_totals(totals: ir.Table) -> ir.Table:
 
 
 PARTIAL = replace(
-    page_views.PARTIAL,
+    PAGE_VIEWS,
     view="page_views_hopping",
     contributions=_contributions,
     finish_totals=_finish_totals,
