@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from batch_layer import metrics
 from batch_layer.errors import BatchError
 from core.checkpoints import batch_offsets, behind, checkpoint_id
 from core.delta_io import append_once
@@ -141,6 +142,7 @@ class _TopicArchiver:
         self,
         spark: SparkSession,
         settings: Settings,
+        topic: str,
         name: str,
         path: str,
         config: ArchiverConfig,
@@ -149,6 +151,7 @@ class _TopicArchiver:
         one_file_per_partition: bool,
     ) -> None:
         self.spark, self.settings = spark, settings
+        self.topic = topic
         self.partition_by = partition_by
         self.one_file_per_partition = one_file_per_partition
         self.stream, self.path = archiver_stream(name), path
@@ -165,6 +168,7 @@ class _TopicArchiver:
             raise
 
     def _archive(self, raw: DataFrame, batch_id: int) -> None:
+        started = time.perf_counter()
         if self._query_id is None:  # Spark wrote it before the first batch
             self._query_id = checkpoint_id(self.spark, self.checkpoint)
         with connect(self.settings) as conn:
@@ -179,9 +183,11 @@ class _TopicArchiver:
             partition_by=self.partition_by,
             one_file_per_partition=self.one_file_per_partition,
         )
+        before = dict(progress.offsets)
         progress.offsets |= batch_offsets(self.spark, self.checkpoint, batch_id)
         with connect(self.settings) as conn:
-            realtime.commit_batch(conn, progress, batch_id, [])
+            if realtime.commit_batch(conn, progress, batch_id, []):
+                metrics.archived(self.topic, started, before, progress.offsets)
 
 
 def start(
@@ -217,6 +223,7 @@ def start(
         batch = _TopicArchiver(
             spark,
             settings,
+            topic,
             name,
             path,
             config,

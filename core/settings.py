@@ -12,7 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.times import MINUTE_MS
@@ -82,6 +82,15 @@ class Settings(BaseSettings):
     views_bucket: str = "lk-views"
     checkpoints_bucket: str = "lk-checkpoints"
     dq_bucket: str = "lk-dq"
+    # Spark's event logs, for the History Server (`spark_event_log_dir` names a folder in it).
+    spark_events_bucket: str = "lk-spark-events"
+    # Airflow's task logs (remote logging: `infra/airflow/config.py`, the chart's Airflow).
+    logs_bucket: str = "lk-logs"
+    # Every Great Expectations result is also written to the Data Docs bucket (its
+    # `validations/` prefix) right after its validation, so `dq-docs` builds from every
+    # process's results (a step pod's too); off: the local project folder only (tests without
+    # MinIO).
+    dq_share_results: bool = True
 
     # Postgres: the serving store.
     postgres_port: int = 15432
@@ -103,6 +112,15 @@ class Settings(BaseSettings):
     # Extra options of the Spark driver's JVM (`spark.driver.extraJavaOptions`). A comparison
     # run gives its short-lived JVMs the quick JIT compiler alone when this is empty.
     spark_driver_java_options: str = ""
+    # Each driver's Spark UI, on `spark_ui_port` (Spark takes the next free port if it is in
+    # use), with the driver's own metrics at /metrics/prometheus. Off by default: measured on
+    # the Kappa job at a trickle (5 events/s, a 2 s trigger), its JVM took about 6% of a core
+    # more and grew 370 MB more in 150 s (docs/ARCHITECTURE.md, "Spark's own views").
+    spark_ui_enabled: bool = False
+    spark_ui_port: int = Field(default=4040, ge=1, le=65535)
+    # Where Spark's event log goes (`s3a://lk-spark-events/`, or a `file:` folder), for the
+    # History Server; None: no event log. Which drivers write one: `core.spark.event_log_conf`.
+    spark_event_log_dir: str | None = None
 
     # Stream processing.
     watermark_delay_minutes: int = 10
@@ -164,6 +182,12 @@ class Settings(BaseSettings):
     # while the state it was read from holds costs one statement and no rows.
     serve_answer_cache_mib: int = Field(default=64, ge=0)
 
+    # Prometheus metrics of the long-running drivers (`lk stream`, `lk archive`): the port of
+    # their /metrics server; unset, none is started (docs/METRICS.md). The address it binds:
+    # `metrics_host` (the chart: 0.0.0.0, a pod is scraped on its IP), else `host`.
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    metrics_host: str | None = None
+
     # How long `lk stack up` waits for each service to answer.
     startup_timeout_s: float = 120.0
 
@@ -187,6 +211,13 @@ class Settings(BaseSettings):
     cluster_run_dir: Path = Path("/run/lk-cluster")
     # How long `lk cluster up` waits for each component to become ready.
     cluster_startup_timeout_s: float = 180.0
+
+    @field_validator("spark_event_log_dir", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        """An empty LK_SPARK_EVENT_LOG_DIR means none: `as_env` writes it so, and a child
+        process then turns off what its parent's environment turned on."""
+        return None if value == "" else value
 
     @model_validator(mode="after")
     def _serving_bounds(self) -> Self:
@@ -251,14 +282,22 @@ class Settings(BaseSettings):
 
     @property
     def buckets(self) -> tuple[str, ...]:
-        return (self.master_bucket, self.views_bucket, self.checkpoints_bucket, self.dq_bucket)
+        return (
+            self.master_bucket,
+            self.views_bucket,
+            self.checkpoints_bucket,
+            self.dq_bucket,
+            self.spark_events_bucket,
+            self.logs_bucket,
+        )
 
     def namespaced(self, name: str) -> Settings:
         """These settings with topics, buckets and a serving database of their own, named after
         `name`: for a run that must see only its own data on services others use. Each is
         its usual name with `-name` appended (`lk-master` → `lk-master-cmp-…`), so a policy can
         grant a family of runs by prefix (the chart's comparison user). The Data Docs bucket
-        stays shared: what is published there is meant to be found."""
+        stays shared: what is published there is meant to be found. Such a run writes no Spark
+        event log: its drivers are measured, and are not the deployment's history."""
         return self.model_copy(
             update={
                 "events_topic": f"{self.events_topic}-{name}",
@@ -267,15 +306,19 @@ class Settings(BaseSettings):
                 "views_bucket": f"{self.views_bucket}-{name}",
                 "checkpoints_bucket": f"{self.checkpoints_bucket}-{name}",
                 "postgres_db": f"{self.postgres_db}_{name}".replace("-", "_"),
+                "spark_event_log_dir": None,
             }
         )
 
     def as_env(self) -> dict[str, str]:
-        """The environment that makes another process (an `lk` command) read these settings."""
+        """The environment that makes another process (an `lk` command) read these settings.
+        The event log's folder is written even when None (as empty): a child that inherits a
+        parent's environment (a comparison run's drivers, in a pod that writes event logs)
+        must not write one where these settings do not."""
         return {
-            f"LK_{name.upper()}": str(getattr(value, "value", value))
+            f"LK_{name.upper()}": "" if value is None else str(getattr(value, "value", value))
             for name, value in self.model_dump().items()
-            if value is not None
+            if value is not None or name == "spark_event_log_dir"
         }
 
 

@@ -34,6 +34,10 @@ cluster-install: ## Build and import the images, then install the chart: make cl
 	$(UV) run python -m infra.images build --tag $(IMAGE_TAG) --load
 	$(UV) run python -m infra.cluster.install $(ARCH) --tag $(IMAGE_TAG)
 
+.PHONY: cluster-prometheus
+cluster-prometheus: ## A Prometheus (Debian's) scraping the release by its annotations, in namespace lk-monitoring
+	$(UV) run python -m infra.prometheus --tag $(IMAGE_TAG)
+
 .PHONY: cluster-compare
 cluster-compare: ## The side-by-side comparison as a Job of the release (ARCH=both), followed to its report
 	@# One node of this machine's 2 CPUs: the release's own streams pause while the run goes.

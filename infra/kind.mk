@@ -1,4 +1,4 @@
-# Kubernetes on kind: the cluster, the five images, the chart. Included by the Makefile
+# Kubernetes on kind: the cluster, the six images, the chart. Included by the Makefile
 # (`include infra/kind.mk`); `make help` lists these targets. Needs docker, kind, kubectl, helm.
 # Without Docker or any container registry: `make cluster-images` builds the same images with
 # podman from a debootstrapped Debian base (infra/images), `make cluster-load` imports them
@@ -18,6 +18,7 @@ AIRFLOW_IMAGE ?= lambda-kappa/airflow
 KAFKA_IMAGE ?= lambda-kappa/kafka
 MINIO_IMAGE ?= lambda-kappa/minio
 POSTGRES_IMAGE ?= lambda-kappa/postgres
+STATSD_IMAGE ?= lambda-kappa/statsd
 # The MinIO module version the local stack builds (core/settings.py), for the MinIO image.
 MINIO_VERSION ?= $(shell sed -n 's/^ *minio_version: str = "\(.*\)"/\1/p' core/settings.py)
 # A unique tag per commit, and per content of uncommitted changes: kind ignores `kind load` for
@@ -41,7 +42,7 @@ kind-up: ## Create the one-node kind cluster (infra/kind/cluster.yaml: UI on :80
 	$(KUBECTL) --context kind-$(KIND_CLUSTER) get nodes
 
 .PHONY: images
-images: ## Build the five images with Docker from public bases, tagged $(IMAGE_TAG) (never latest)
+images: ## Build the six images with Docker from public bases, tagged $(IMAGE_TAG) (never latest)
 	@command -v $(DOCKER) >/dev/null || { echo "docker is missing (without Docker: make cluster-images)"; exit 1; }
 	$(DOCKER) build -f infra/docker/app.Dockerfile -t $(APP_IMAGE):$(IMAGE_TAG) .
 	$(DOCKER) build -f infra/docker/airflow.Dockerfile \
@@ -50,10 +51,11 @@ images: ## Build the five images with Docker from public bases, tagged $(IMAGE_T
 	$(DOCKER) build -f infra/docker/minio.Dockerfile \
 	  --build-arg MINIO_VERSION=$(MINIO_VERSION) -t $(MINIO_IMAGE):$(IMAGE_TAG) .
 	$(DOCKER) build -f infra/docker/postgres.Dockerfile -t $(POSTGRES_IMAGE):$(IMAGE_TAG) .
-	@echo "built lambda-kappa/{app,airflow,kafka,minio,postgres}:$(IMAGE_TAG)"
+	$(DOCKER) build -f infra/docker/statsd.Dockerfile -t $(STATSD_IMAGE):$(IMAGE_TAG) .
+	@echo "built lambda-kappa/{app,airflow,kafka,minio,postgres,statsd}:$(IMAGE_TAG)"
 
 .PHONY: cluster-images
-cluster-images: ## Build the five images with podman, no registry: debootstrapped base (cached), $(IMAGE_TAG)
+cluster-images: ## Build the images with podman, no registry: debootstrapped base (cached), $(IMAGE_TAG)
 	$(UV) run python -m infra.images build --tag $(IMAGE_TAG)
 
 .PHONY: cluster-load
@@ -63,7 +65,8 @@ cluster-load: ## Import the images of $(IMAGE_TAG) into the containerd of `lk cl
 .PHONY: kind-load
 kind-load: ## Load the images of $(IMAGE_TAG) into the kind node (pods use IfNotPresent)
 	$(KIND) load docker-image --name $(KIND_CLUSTER) $(APP_IMAGE):$(IMAGE_TAG) $(AIRFLOW_IMAGE):$(IMAGE_TAG) \
-	  $(KAFKA_IMAGE):$(IMAGE_TAG) $(MINIO_IMAGE):$(IMAGE_TAG) $(POSTGRES_IMAGE):$(IMAGE_TAG)
+	  $(KAFKA_IMAGE):$(IMAGE_TAG) $(MINIO_IMAGE):$(IMAGE_TAG) $(POSTGRES_IMAGE):$(IMAGE_TAG) \
+	  $(STATSD_IMAGE):$(IMAGE_TAG)
 
 .PHONY: install
 install: ## Install or upgrade the chart: make install ARCH=lambda|kappa|both
@@ -75,7 +78,7 @@ install: ## Install or upgrade the chart: make install ARCH=lambda|kappa|both
 	  --set architecture=$(ARCH) \
 	  --set-string images.app.tag=$(IMAGE_TAG) --set-string images.airflow.tag=$(IMAGE_TAG) \
 	  --set-string images.kafka.tag=$(IMAGE_TAG) --set-string images.minio.tag=$(IMAGE_TAG) \
-	  --set-string images.postgres.tag=$(IMAGE_TAG) \
+	  --set-string images.postgres.tag=$(IMAGE_TAG) --set-string images.statsd.tag=$(IMAGE_TAG) \
 	  --wait --timeout 20m
 	$(KUBECTL) --context kind-$(KIND_CLUSTER) -n $(NAMESPACE) get pods
 	$(HELM) test $(RELEASE) --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE)

@@ -56,6 +56,7 @@ def kappa_spec(settings: Settings, version: int, logic_version: str) -> StreamSp
     return StreamSpec(
         stream=stream,
         checkpoint=f"s3a://{settings.checkpoints_bucket}/{stream}",
+        architecture=KAPPA.value,
         watermark_delay_ms=settings.watermark_delay_ms,
         max_offsets_per_trigger=settings.stream_max_offsets_per_trigger,
         logic=lambda conn: logic_query(logic_version),

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from batch_layer.errors import BatchError
+from core import metrics_server
 from core.catalog import LOGIC_VERSIONS
 from core.provision import missing, provision_all
 from core.settings import Architecture, Settings
@@ -26,6 +27,16 @@ from lk.spark_output import spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+def serve_metrics(settings: Settings) -> None:
+    """The driver's /metrics on `LK_METRICS_PORT`, when set; a busy port fails in one line."""
+    try:
+        where = metrics_server.start(settings)
+    except OSError as exc:
+        fail(f"cannot serve metrics on port {settings.metrics_port}: {exc.strerror or exc}")
+    if where is not None:
+        click.echo(f"metrics on http://{where}/metrics")
 
 
 def stream_architecture(settings: Settings, given: str | None) -> str:
@@ -86,7 +97,8 @@ def archive(settings: Settings, available_now: bool) -> None:
     """Lambda: append the log to the master dataset, exactly once, continuously."""
     from batch_layer import archiver  # deferred: pyspark
 
-    spark = spark_session(settings, "lk-archiver")
+    serve_metrics(settings)
+    spark = spark_session(settings, "lk-archiver", long_running=not available_now)
     install_heartbeat(spark, settings.stream_heartbeat_dir)
     try:
         if available_now:
@@ -164,7 +176,8 @@ def stream(
     SIGTERM or Ctrl-C stops after the micro-batch in flight; the checkpoint and the store's
     progress make the next start resume where this one committed."""
     chosen = stream_architecture(settings, architecture)
-    spark = spark_session(settings, f"lk-stream-{chosen}")
+    serve_metrics(settings)
+    spark = spark_session(settings, f"lk-stream-{chosen}", long_running=not available_now)
     install_heartbeat(spark, settings.stream_heartbeat_dir)
     try:
         if chosen == Architecture.KAPPA:

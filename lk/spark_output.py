@@ -33,6 +33,9 @@ def jvm_log(settings: Settings, app_name: str, *, terminal: bool | None = None) 
     return path
 
 
-def spark_session(settings: Settings, app_name: str) -> SparkSession:
-    """A Spark session for an `lk` command, its JVM's output kept off the terminal."""
-    return build_spark_session(settings, app_name, jvm_log(settings, app_name))
+def spark_session(settings: Settings, app_name: str, *, long_running: bool = False) -> SparkSession:
+    """A Spark session for an `lk` command, its JVM's output kept off the terminal.
+    `long_running`: a stream that runs until stopped (`core.spark.event_log_conf`)."""
+    return build_spark_session(
+        settings, app_name, jvm_log(settings, app_name), long_running=long_running
+    )

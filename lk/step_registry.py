@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -28,6 +30,8 @@ from typing import TYPE_CHECKING, Any, cast
 from batch_layer.cutoff import until_cutoff
 from core.catalog import DEFAULT_LOGIC_VERSION, check_logic_version
 from core.settings import Architecture, Settings
+from core.store import step_runs
+from core.store.connection import connect
 from core.times import parse_iso
 from lk.pipelines import publish_batch
 
@@ -36,6 +40,8 @@ if TYPE_CHECKING:
 
     from core.store.versions import Version
     from kappa.reprocess import Reprocess
+
+log = logging.getLogger(__name__)
 
 SparkProvider = Callable[[], "SparkSession"]
 Json = Any
@@ -377,6 +383,26 @@ def get_step(name: str) -> Step:
 
 
 def run_step(name: str, args: Mapping[str, Any], settings: Settings, spark: SparkProvider) -> Json:
-    """Run step `name` with `args`; `spark` is called only by steps that need a session."""
+    """Run step `name` with `args`; `spark` is called only by steps that need a session.
+
+    Its duration is recorded in the store (`core.store.step_runs`), where the serving API's
+    `/metrics` finds it after this process or pod has ended."""
     step = get_step(name)
-    return _plain(step.run(settings, spark, StepArgs(name, args, step.accepts)))
+    step_args = StepArgs(name, args, step.accepts)
+    started = time.monotonic()
+    success = False
+    try:
+        result = _plain(step.run(settings, spark, step_args))
+        success = True
+        return result
+    finally:
+        _record_run(settings, name, time.monotonic() - started, success=success)
+
+
+def _record_run(settings: Settings, step: str, seconds: float, *, success: bool) -> None:
+    """Best effort: a metric lost is no reason to fail (or mask the failure of) the step."""
+    try:
+        with connect(settings) as conn:
+            step_runs.record(conn, step, seconds, success=success)
+    except Exception as exc:  # the store down, an old schema: the step's outcome stands
+        log.warning("step %s: its run (%.1f s) was not recorded: %s", step, seconds, exc)

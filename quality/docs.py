@@ -9,6 +9,11 @@ The site is Great Expectations' own (a page per suite and per validation), with 
 - only the last ``KEEP_RUNS`` results of each suite and layer are kept, so hourly runs do not
   grow the store and the build time without bound.
 
+The results come from every process that validated, not only this one: each validation also
+writes its result to the object store, and the build fetches those first
+(``quality.result_store``), so the batch layer's gates, run in step pods on Kubernetes, are on
+the site too.
+
 ``publish_docs`` uploads the site under ``docs/`` in the ``dq_bucket`` and makes that prefix
 (and ``comparison/``, where the comparison's reports go) readable anonymously, so the serving
 API and ``lk dq docs`` can link to it.
@@ -29,6 +34,7 @@ from typing import Any, Final
 import core.store.quality_results as records
 import quality.context as ctx
 import quality.layers as layers
+import quality.result_store as result_store
 import quality.suites as suites
 from core.provision import s3_client
 from core.settings import Settings
@@ -126,30 +132,39 @@ def stored_results(settings: Settings) -> list[StoredResult]:
     return sorted(found, key=lambda r: r.run_time, reverse=True)
 
 
-def _prune(settings: Settings, results: list[StoredResult]) -> list[StoredResult]:
-    """Delete all but the newest ``KEEP_RUNS`` results per (suite, layer); return the kept."""
+def _prune(
+    settings: Settings, results: list[StoredResult], *, client: Any = None
+) -> list[StoredResult]:
+    """Delete all but the newest ``KEEP_RUNS`` results per (suite, layer), locally and (with
+    ``dq_share_results``) in the object store; return the kept."""
     store = ctx.validations_dir(settings)
     seen: dict[tuple[str, str], int] = {}
-    kept = []
+    kept, pruned = [], []
     for r in results:  # newest first
         n = seen[(r.suite, r.layer)] = seen.get((r.suite, r.layer), 0) + 1
         if n <= KEEP_RUNS:
             kept.append(r)
             continue
+        pruned.append(r.path)
         (store / r.path).unlink(missing_ok=True)
         parent = (store / r.path).parent
         while parent != store and not any(parent.iterdir()):
             parent.rmdir()
             parent = parent.parent
+    if settings.dq_share_results:
+        result_store.delete(settings, pruned, client=client)
     return kept
 
 
-def build_docs(settings: Settings) -> Path:
-    """Build the Data Docs site from the stored results; returns its ``index.html``."""
+def build_docs(settings: Settings, *, client: Any = None) -> Path:
+    """Build the Data Docs site from the stored results (with ``dq_share_results``, every
+    process's: ``quality.result_store``); returns its ``index.html``."""
     site = ctx.site_dir(settings)
     with ctx.locked_context(settings) as context:
+        if settings.dq_share_results:
+            result_store.download(settings, client=client)
         ctx.add_all_suites(context)
-        kept = _prune(settings, stored_results(settings))
+        kept = _prune(settings, stored_results(settings), client=client)
         # A clean build: pages of pruned results must not linger.
         shutil.rmtree(site, ignore_errors=True)
         context.build_data_docs()
@@ -305,10 +320,10 @@ def docs_url(settings: Settings) -> str:
 def publish_docs(settings: Settings, *, client: Any = None) -> str:
     """Build the site, upload it to MinIO and record where it is (``core.store.quality_results``);
     returns the landing page's URL."""
-    site = build_docs(settings).parent
     s3 = client or s3_client(settings)
     bucket = settings.dq_bucket
-    open_public_prefixes(s3, bucket)
+    open_public_prefixes(s3, bucket)  # first: the build reads the bucket's results
+    site = build_docs(settings, client=s3).parent
     upload_site(s3, site, bucket)
     url = docs_url(settings)
     with connect(settings) as conn:

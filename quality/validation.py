@@ -22,6 +22,7 @@ from typing import Any
 
 import quality.context as ctx
 import quality.prepare as prepare
+import quality.result_store as result_store
 import quality.suites as suites
 from core.settings import Settings
 from quality.reconciliation import notes as reconciliation_notes
@@ -73,7 +74,8 @@ def _run_spark(definition: Any, frame: Any, run_id: Any) -> tuple[Any, int]:
 
 
 def validate(kind: str, df: Any, *, settings: Settings, layer: str, run_name: str) -> QualityResult:
-    """Run suite ``kind`` on ``df``, store the result for Data Docs, and return it.
+    """Run suite ``kind`` on ``df``, store the result for Data Docs (in the local project and,
+    with ``dq_share_results``, in the object store: ``quality.result_store``), and return it.
 
     ``layer`` names where the data comes from (e.g. ``lambda-batch``, ``lambda-speed``,
     ``kappa``, ``comparison``); ``run_name`` groups one pipeline run's validations (an Airflow
@@ -87,7 +89,9 @@ def validate(kind: str, df: Any, *, settings: Settings, layer: str, run_name: st
     run = ctx.safe_run_name(run_name)
     prepared = _prepared(kind, df)
     notes = reconciliation_notes(prepared) if kind == suites.RECONCILIATION else None
+    store = ctx.validations_dir(settings)
     with ctx.project_lock(settings):
+        before = result_store.snapshot(store)
         definition = ctx.validation_definition(settings, kind, layer, notes=notes)
         run_id = gx.RunIdentifier(run_name=run)
         rows: int | None = None
@@ -99,6 +103,10 @@ def validate(kind: str, df: Any, *, settings: Settings, layer: str, run_name: st
                 batch_parameters={"dataframe": prepared}, result_format=DETAILED, run_id=run_id
             )
             rows = len(prepared)
+        written = result_store.written_since(store, before)  # under the lock: ours only
+    if settings.dq_share_results:
+        # Where `dq-docs` reads every process's results: this one may be a pod that ends.
+        result_store.upload(settings, written)
     return summarize(
         gx_result,
         suite=kind,

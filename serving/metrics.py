@@ -13,6 +13,9 @@
   (watermark, last micro-batch id, time of its last commit, late-dropped events) and
   `lk_serving_quarantined`. `time() - lk_serving_stream_committed_seconds` is how stale the
   stream the readers see is.
+- What the batch steps and quality gates did, read from the store at each scrape
+  (`serving.store_metrics`): `lk_batch_*`, `lk_quality_gate_*`,
+  `lk_kappa_version_watermark_seconds`.
 
 Several workers (`lk serve --workers`): prometheus_client's multiprocess mode. `lk serve` gives
 the workers a fresh `PROMETHEUS_MULTIPROC_DIR`; each worker writes its values there and any
@@ -37,6 +40,7 @@ from prometheus_client import (
 )
 
 from core.store.reads import State
+from serving.store_metrics import StoreMetrics
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -140,6 +144,9 @@ class ServingMetrics:
             **latest,
         )
         self._last_state: dict[str, State] = {}
+        # Read from the store at each scrape (`refresh`), not kept per worker.
+        self.store = StoreMetrics()
+        registry.register(self.store)
 
     def observe_request(self, view: str, architecture: str, code: int, seconds: float) -> None:
         self.requests.labels(view, architecture, str(code)).observe(seconds)
@@ -179,6 +186,7 @@ class ServingMetrics:
             return generate_latest(self.registry)
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
+        registry.register(self.store)  # this worker's read of the store, not a file's
         return generate_latest(registry)
 
 

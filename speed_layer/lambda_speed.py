@@ -81,6 +81,7 @@ def speed_spec(settings: Settings) -> StreamSpec:
     return StreamSpec(
         stream=STREAM,
         checkpoint=f"s3a://{settings.checkpoints_bucket}/{STREAM}",
+        architecture=LAMBDA.value,
         accepted_log=AcceptedLog(
             object_store(settings), f"{settings.views_bucket}/state/{STREAM}/accepted"
         ),
@@ -101,6 +102,8 @@ class SpeedLayer:
         self.settings = settings
         self.spec = speed_spec(settings)
         self._spark = spark
+        self.published: int | None = None
+        """The batch version readers saw at the last `handoff` call (None: none yet)."""
 
     @cached_property
     def engine(self) -> StreamEngine:
@@ -116,6 +119,7 @@ class SpeedLayer:
     def _handoff(self, conn: psycopg.Connection) -> int | None:
         ready = versions.latest_ready(conn, LAMBDA)
         current = versions.current(conn, LAMBDA)
+        self.published = None if current is None else current.version
         if ready is None or (current is not None and ready.version <= current.version):
             return None
         cutoff = ready.cutoff_ms
@@ -124,6 +128,7 @@ class SpeedLayer:
             changes, states = recompute_accepted(self.spec, conn, cutoff)
             realtime.replace_all(conn, STREAM, changes)
             state.replace_all(conn, STREAM, states)
+        self.published = ready.version
         versions.drop_batch_rows(conn, ready.version)
         log = self.spec.accepted_log
         if cutoff is not None and log is not None:  # the batch holds these events now

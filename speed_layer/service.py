@@ -12,8 +12,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from core.settings import Settings
+from core.settings import Architecture, Settings
 from speed_layer.lambda_speed import SpeedLayer
+from stream_engine import metrics
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,11 +41,24 @@ def run(
     speed = SpeedLayer(spark, settings)
     query = speed.engine.start(available_now=False, trigger_seconds=trigger_seconds)
     echo(f"speed layer running ({query.name}); stop with SIGTERM")
+    seen: int | None = None
+    first = True
     try:
         while not stopping.is_set() and query.isActive:
-            speed.handoff()
+            handed = speed.handoff()
+            # A hand-off by this loop, or by the batch's publish step in its own process.
+            if handed is not None or (not first and speed.published != seen):
+                _handed_off(speed, settings)
+            seen, first = speed.published, False
             stopping.wait(poll_s)
     finally:
         query.stop()
     if (failure := speed.engine.finish(query)) is not None:
         raise SpeedLayerError(f"speed layer failed: {failure}")
+
+
+def _handed_off(speed: SpeedLayer, settings: Settings) -> None:
+    """Count a hand-off; it replaced the stream's state, which the metrics count again."""
+    metrics.handoff(Architecture.LAMBDA.value)
+    if settings.metrics_port is not None:
+        speed.engine.count_state()

@@ -31,6 +31,7 @@ The work of a micro-batch follows its new input: nothing scans the history.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -42,11 +43,12 @@ from core import ingestion
 from core.checkpoints import Offsets, batch_offsets, checkpoint_id, last_committed
 from core.event_clock import EventClocks
 from core.events import profile_from_record
-from core.kafka_io import LogBounds, lost_records
+from core.kafka_io import lost_records
 from core.object_store import object_store
 from core.settings import Settings
 from core.spark import start_checkpointed
 from core.store import realtime
+from core.store import state as stored_state
 from core.store.connection import connect, stream_lock
 from core.store.realtime import Change, StreamProgress
 from core.store.state import StateRows, StateWrites
@@ -54,10 +56,12 @@ from core.times import to_ms
 from core.views import tables
 from core.views.query import Query
 from stream_engine import accepted_log
+from stream_engine import metrics as stream_metrics
 from stream_engine.accepted_log import AcceptedLog
 from stream_engine.inbox import Inbox, PendingBatch, inbox_root
 from stream_engine.keyed_merge import KeyedMerge, PartialSeeds, SessionSeeds
 from stream_engine.merge_thread import MergeThread
+from stream_engine.metrics import Stopwatch, StreamMetrics
 
 if TYPE_CHECKING:
     import psycopg
@@ -78,6 +82,8 @@ class StreamSpec:
     stream: str
     checkpoint: str
     watermark_delay_ms: int
+    architecture: str
+    """`lambda` (the speed layer) or `kappa`: the label of the stream's metrics."""
     accepted_log: AcceptedLog | None = None
     """Lambda only: the log of the events the stream accepted, which a hand-off to a new
     batch cutoff (or logic version) recomputes the real-time views from."""
@@ -112,6 +118,8 @@ class BatchOutcome:
     invalid: int = 0
     keys: dict[str, int] = field(default_factory=dict)
     """Per view, the partial keys this micro-batch touched."""
+    state_rows: dict[str, int] = field(default_factory=dict)
+    """Per view, the net change of the stream's keyed state rows in the store."""
     skipped: bool = False
 
 
@@ -178,7 +186,8 @@ class StreamEngine:
         self._failure: Exception | None = None
         self.inbox = Inbox(object_store(settings), inbox_root(spec.checkpoint))
         self._merges: MergeThread[PendingBatch] | None = None
-        self._log_bounds = LogBounds(settings)  # asked at every micro-batch
+        self.metrics = StreamMetrics(spec.architecture, settings, spec.watermark_delay_ms)
+        self._log_bounds = self.metrics.bounds  # asked at every micro-batch (and by scrapes)
         self._last_end: tuple[int, Offsets] | None = None
         """The last micro-batch and where it read up to (its checkpoint's offsets log, read
         once: the next micro-batch starts there)."""
@@ -206,6 +215,9 @@ class StreamEngine:
         if self._merges is not None:
             self._merges.finish()  # a query started before: its merges are done first
         self._last_end = None  # batch ids of a checkpoint that may have been replaced since
+        if self.settings.metrics_port is not None:  # served: start from what the store has
+            self.count_state()
+        stream_metrics.watch(self.metrics)
         self._merges = MergeThread(self._merge, f"{self.spec.stream}-merge")
         self._recover(self._merges)
         if available_now:
@@ -216,6 +228,15 @@ class StreamEngine:
         return start_checkpointed(self.spark, writer, self.spec.checkpoint, partitions)
 
     # -- one micro-batch ----------------------------------------------------------------------
+
+    def count_state(self) -> None:
+        """The metrics' state rows counted in the store, and where the stream's commits stand
+        (at a start, or after a hand-off replaced the state): under the stream's lock, so that
+        no micro-batch's change is counted twice or missed."""
+        with connect(self.settings) as conn, stream_lock(conn, self.spec.stream):
+            progress = realtime.load_progress(conn, self.spec.stream)
+            self.metrics.count_state(stored_state.row_counts(conn, self.spec.stream))
+            self.metrics.resume(progress.clocks.greatest, progress.offsets)
 
     def _checkpoint_id(self) -> str:
         """The id of the query numbering the batches (Spark wrote it before the first one)."""
@@ -256,6 +277,8 @@ class StreamEngine:
         """Spark's side of a micro-batch, in the query's thread: its one Spark job (parse and
         deduplication) into the inbox, then handed to the merge. Spark commits the batch when
         this returns, possibly before the merge has: the inbox holds it meanwhile."""
+        started = time.perf_counter()
+        watch = Stopwatch()
         with connect(self.settings) as conn:
             progress = self._progress(conn)
         if batch_id <= progress.last_batch_id:
@@ -279,9 +302,14 @@ class StreamEngine:
             raise DataLossError(f"{self.spec.stream}: {lost}")
         end = batch_offsets(self.spark, checkpoint, batch_id)
         self._last_end = (batch_id, end)
+        watch.lap("offsets")
         pending = PendingBatch(batch_id, self._collect(batch), end)
+        watch.lap("spark_job")
         self.inbox.put(pending, self._checkpoint_id())
+        watch.lap("inbox_write")
         merges.hand(pending)
+        watch.lap("queue_wait")
+        self.metrics.handed(batch_id, started, watch)
 
     def _recover(self, merges: MergeThread[PendingBatch]) -> None:
         """Before the query starts: hand over the inbox's batches that Spark committed and the
@@ -325,12 +353,28 @@ class StreamEngine:
             if batch_id <= progress.last_batch_id:  # committed before a crash
                 self.outcomes.append(BatchOutcome(batch_id, skipped=True))
             else:
-                records = split(
-                    pending.records, self.settings.events_topic, self.settings.profiles_topic
-                )
-                outcome, changes, writes = self._compute(conn, records, batch_id, progress)
+                watch = Stopwatch()
+                settings = self.settings
+                records = split(pending.records, settings.events_topic, settings.profiles_topic)
+                watch.lap("split")
+                outcome, changes, writes = self._compute(conn, records, batch_id, progress, watch)
                 progress.offsets = {**progress.offsets, **pending.end}
-                realtime.commit_batch(conn, progress, batch_id, changes, writes)
+                if realtime.commit_batch(conn, progress, batch_id, changes, writes):
+                    watch.lap("store_commit")
+                    events_in = records.events.num_rows + len(records.quarantine)
+                    self.metrics.committed(
+                        batch_id,
+                        watch,
+                        records_in={
+                            settings.events_topic: events_in,
+                            settings.profiles_topic: pending.records.num_rows - events_in,
+                        },
+                        late=outcome.late,
+                        quarantined=outcome.invalid,
+                        state_rows=outcome.state_rows,
+                        clocks=progress.clocks.greatest,
+                        offsets=progress.offsets,
+                    )
                 self.outcomes.append(outcome)
         self.inbox.remove(batch_id)
 
@@ -362,12 +406,14 @@ class StreamEngine:
         records: MicroBatch,
         batch_id: int,
         progress: StreamProgress,
+        watch: Stopwatch,
     ) -> tuple[BatchOutcome, list[Change], StateWrites]:
         outcome = BatchOutcome(batch_id)
         writes = StateWrites(quarantine=records.quarantine)
         on_time, late = behind_watermark(
             records.events, progress.clocks, self.spec.watermark_delay_ms
         )
+        watch.lap("watermark")
         writes.late = list(zip(*(late.column(c).to_pylist() for c in _LATE_COLUMNS), strict=True))
         outcome.invalid, outcome.late = len(writes.quarantine), len(writes.late)
 
@@ -377,10 +423,13 @@ class StreamEngine:
             on_time = on_time.filter(pc.fill_null(after, False))
         if self.spec.accepted_log is not None:  # Lambda: the log a hand-off recomputes from
             self._append_accepted(on_time, records.profiles, batch_id)
+            watch.lap("accepted_log")
 
         merged = self.keyed.merge(conn, on_time, records.profiles, cutoff, self.spec.logic(conn))
+        watch.lap("keyed_merge")
         writes.updates = merged.updates
         outcome.keys = merged.keys
+        outcome.state_rows = merged.state_rows
         outcome.new_events = merged.new_events
 
         progress.watermark_ms = progress.clocks.watermark(self.spec.watermark_delay_ms)

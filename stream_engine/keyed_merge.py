@@ -57,6 +57,9 @@ class Merged:
     updates: list[StateUpdate] = field(default_factory=list)
     keys: dict[str, int] = field(default_factory=dict)
     """Per view, the partial keys touched."""
+    state_rows: dict[str, int] = field(default_factory=dict)
+    """Per view, the net change of the stored state rows (partials and totals): for the
+    stream's metrics, without counting the store."""
     new_events: int = 0
     """The events the views saw (after the logic version's filter)."""
 
@@ -176,6 +179,9 @@ class KeyedMerge:
                 deletes=state.keys(gone, aggregate.total_key),
             )
         )
+        # The touched keys' partials go from `before` to `after` (the new keys inserted), their
+        # totals from `old` to `kept` (those at zero deleted).
+        merged.state_rows[view] = after.num_rows - before.num_rows + kept.num_rows - old.num_rows
         spec = VIEWS[view]
         rows = store_rows(self._run(aggregate.finish_totals_query, in_totals=kept), spec)
         deleted = store_rows(self._run(aggregate.finish_totals_query, in_totals=gone), spec)

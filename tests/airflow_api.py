@@ -73,6 +73,23 @@ class AirflowApi:
         found = self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
         return {t["task_id"]: t["state"] for t in found["task_instances"]}
 
+    def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        return dict(self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"))
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+        """A task try's whole log as Airflow's API serves it (from the remote log store once the
+        process that ran the task is gone), one line per structured entry."""
+        found = self.get(
+            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
+            full_content="true",
+        )
+        content = found.get("content", [])
+        if isinstance(content, str):
+            return content
+        return "\n".join(
+            entry.get("event", "") if isinstance(entry, dict) else str(entry) for entry in content
+        )
+
     def click_trigger(
         self, dag_id: str, *, expect_form_text: tuple[str, ...] = (), screenshot: Path | None = None
     ) -> dict[str, Any]:

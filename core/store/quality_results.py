@@ -1,10 +1,12 @@
 """Each validation's summary and the Data Docs address, in the serving store.
 
-Great Expectations keeps full results in its project folder, which only the process that ran
-the validation can read (on Kubernetes, each job's pod has its own). The serving API, which
-reads only Postgres, answers ``GET /v1/quality`` from these two small tables instead: every
-validation the pipelines run appends one row to ``dq_results``, and ``publish_docs`` records
-where the site is in ``dq_docs``.
+Great Expectations' full results (every expectation, with its unexpected values) go to the
+object store (``quality.result_store``), where ``dq-docs`` builds the Data Docs from every
+process's. The serving API reads only Postgres, and has no MinIO user: it answers
+``GET /v1/quality`` from these two small tables instead. Every validation the pipelines run
+appends one row to ``dq_results``, and ``publish_docs`` records where the site is in
+``dq_docs``. The serving API's ``/metrics`` exports each (layer, suite)'s latest row
+(``serving.store_metrics``).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@
   the watermark, and the counts of late-dropped and quarantined records.
 - `stream_state`, `stream_late`, `stream_quarantine`: the streams' keyed state and audit
   (``core.store.state``).
+- `step_runs`: each pipeline step's last run, for the serving API's `/metrics`
+  (``core.store.step_runs``).
 
 Views with key fields also get a *key-order* index per version or stream: the keys in the C
 collation (the order readers get, ``core.store.reads``), then the window start, so that a page
@@ -24,7 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from core.catalog import VIEWS, ViewSpec
-from core.store import batch_inputs, comparison_reports, quality_results, state
+from core.store import batch_inputs, comparison_reports, quality_results, state, step_runs
 
 if TYPE_CHECKING:
     import psycopg
@@ -121,6 +123,7 @@ def ddl() -> list[str]:
     statements += batch_inputs.DDL
     statements += quality_results.DDL
     statements += comparison_reports.DDL
+    statements += step_runs.DDL
     for spec in VIEWS.values():
         columns = ", ".join(_columns(spec))
         key = ", ".join(primary_key(spec))

@@ -230,6 +230,15 @@ def late_event_ids(conn: psycopg.Connection, stream: str) -> set[str]:
     return {row[0] for row in rows.fetchall()}
 
 
+def row_counts(conn: psycopg.Connection, stream: str) -> dict[str, int]:
+    """Rows of each state of a stream (a view's partial, its totals): the stream's metrics
+    count them at a start and after a hand-off, then follow each micro-batch's changes."""
+    rows = conn.execute(
+        "select view, count(*) from stream_state where stream = %s group by view", (stream,)
+    ).fetchall()
+    return {name: int(count) for name, count in rows}
+
+
 def sizes(conn: psycopg.Connection, stream: str) -> dict[str, dict[str, int]]:
     """Rows and bytes of each state of a stream (the bench reports them)."""
     rows = conn.execute(

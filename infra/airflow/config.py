@@ -3,7 +3,8 @@ the admin's password and the signing keys, kept under the stack folder).
 
 Two cores: LocalExecutor with two task slots, one API-server worker, one parsing process, no
 example DAGs (`airflow standalone` would start 32 workers). The metadata database is `airflow`
-in the stack's Postgres; the DAGs folder is this project's `dags/`.
+in the stack's Postgres; the DAGs folder is this project's `dags/`. Task logs go to the stack's
+MinIO (`s3://lk-logs/airflow-logs/`), as on the cluster.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ DAGS_FOLDER: Final = ROOT / "dags"
 ADMIN_USER: Final = "admin"
 ADMIN_PASSWORD: Final = "admin"  # noqa: S105 - a local development default, like MinIO's
 AIRFLOW_DB: Final = "airflow"
+LOGS_FOLDER: Final = "airflow-logs"
+"""Task logs' folder in the logs bucket (the chart's `airflow.remoteLogging.folder`)."""
+LOGS_CONN_ID: Final = "lk_logs"
 SIMPLE_AUTH_MANAGER: Final = (
     "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 )
@@ -95,4 +99,33 @@ def airflow_env(settings: Settings, *, paused: bool = False) -> dict[str, str]:
         # psycopg 3 (the project's driver) for both; Airflow would derive asyncpg otherwise.
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db,
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": db,
+        **remote_logging_env(settings),
+    }
+
+
+def logs_folder(settings: Settings) -> str:
+    """Where task logs go: the chart's default (`airflow.remoteLogging.folder`) on the stack's
+    MinIO, so that the local and the cluster paths agree."""
+    return f"s3://{settings.logs_bucket}/{LOGS_FOLDER}"
+
+
+def remote_logging_env(settings: Settings) -> dict[str, str]:
+    """Task logs on MinIO (the Amazon provider's S3 task handler), as the chart sets them: a
+    task's log is uploaded when its try ends, and the API server reads it from there."""
+    connection = {
+        "conn_type": "aws",
+        "login": settings.minio_access_key,
+        "password": settings.minio_secret_key,
+        # MinIO: its endpoint, path-style bucket addressing (the provider's extra fields).
+        "extra": {
+            "endpoint_url": settings.s3_endpoint,
+            "region_name": "us-east-1",
+            "config_kwargs": {"s3": {"addressing_style": "path"}},
+        },
+    }
+    return {
+        "AIRFLOW__LOGGING__REMOTE_LOGGING": "True",
+        "AIRFLOW__LOGGING__REMOTE_BASE_LOG_FOLDER": logs_folder(settings),
+        "AIRFLOW__LOGGING__REMOTE_LOG_CONN_ID": LOGS_CONN_ID,
+        f"AIRFLOW_CONN_{LOGS_CONN_ID.upper()}": json.dumps(connection),
     }

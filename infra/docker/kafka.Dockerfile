@@ -3,6 +3,9 @@
 # resolved by Maven from infra/maven/kafka-broker.pom.xml (the classpath `lk stack up` runs).
 # No entrypoint conventions: the chart renders server.properties and runs the storage format
 # and the broker (`java -cp '/opt/kafka/libs/*' kafka.Kafka /etc/kafka/server.properties`).
+# Also Prometheus's JMX exporter javaagent (infra/maven/jmx-exporter.pom.xml), apart from the
+# broker's classpath at /opt/jmx-exporter/jmx_prometheus_javaagent.jar: the chart adds
+# `-javaagent:` with its config when metrics are on.
 # Build from the repository root:
 #   make images   (or: docker build -f infra/docker/kafka.Dockerfile -t lambda-kappa/kafka:TAG .)
 # BASE_IMAGE: debian:bookworm-slim, or the debootstrapped base of `make cluster-images`.
@@ -27,6 +30,9 @@ WORKDIR /src
 COPY infra/maven/kafka-broker.pom.xml pom.xml
 RUN mvn -B -q -f pom.xml dependency:copy-dependencies \
       -DoutputDirectory=/opt/kafka/libs -DincludeScope=runtime
+COPY infra/maven/jmx-exporter.pom.xml jmx-exporter.pom.xml
+RUN mvn -B -q -f jmx-exporter.pom.xml dependency:copy-dependencies \
+      -DoutputDirectory=/opt/jmx-exporter -DincludeScope=runtime -Dmdep.stripVersion=true
 
 # ---- the image ----------------------------------------------------------------------------------
 FROM runtime
@@ -36,6 +42,7 @@ RUN groupadd --gid 1000 kafka \
  && mkdir -p /var/lib/kafka/data /etc/kafka \
  && chown -R 1000:1000 /var/lib/kafka
 COPY --from=jars /opt/kafka/libs /opt/kafka/libs
+COPY --from=jars /opt/jmx-exporter /opt/jmx-exporter
 USER 1000:1000
 WORKDIR /var/lib/kafka
 # The chart gives the full command; this default needs /etc/kafka/server.properties.

@@ -1,12 +1,14 @@
-"""The project's five images built with podman, without Docker or any container registry, and
+"""The project's images built with podman, without Docker or any container registry, and
 imported into a containerd (the real cluster's, `lk cluster up`).
 
 - `build_all(settings, tag)`: the debootstrapped Debian base (infra/images/base.py, cached), a Go
-  toolchain image (the base + the host's /usr/local/go), then app, airflow, kafka, minio and
-  postgres from the same infra/docker/*.Dockerfile that `make images` builds with Docker from
-  public bases (build arguments select the base). Caches are podman build volumes under the
-  cache folder: uv's, Maven's (`<cache>/m2`, shared with `lk stack up`) and Go's
-  (`<cache>/go/{mod,build}`, at the same paths, so the stack's MinIO build is a cache hit).
+  toolchain image (the base + the host's /usr/local/go), then app, airflow, kafka, minio,
+  postgres and statsd (Prometheus's statsd_exporter) from the same infra/docker/*.Dockerfile
+  that `make images` builds with Docker from public bases (build arguments select the base);
+  and prometheus (Debian's), not the chart's: the one the cluster's tests scrape it with.
+  Caches are podman build volumes under the cache folder: uv's, Maven's (`<cache>/m2`, shared
+  with `lk stack up`) and Go's (`<cache>/go/{mod,build}`, at the same paths, so the stack's
+  MinIO build is a cache hit).
 - `load_into_containerd(socket, images)`: `podman save -m --format docker-archive <images> |
   ctr -n k8s.io images import -` (shared layers once), then checks the names in `ctr images ls`.
 
@@ -48,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCKER_DIR = ROOT / "infra" / "docker"
 REGISTRY = "docker.io"
 PROJECT = "lambda-kappa"
-COMPONENTS = ("app", "airflow", "kafka", "minio", "postgres")
+COMPONENTS = ("app", "airflow", "kafka", "minio", "postgres", "statsd", "prometheus")
 GO_REPOSITORY = "localhost/lambda-kappa/go"
 HOST_GOROOT = Path("/usr/local/go")
 # The VM's hard limits (podman's defaults ask more and fail); crun fails on hybrid cgroups.
@@ -154,6 +156,25 @@ def build_plans(
             DOCKER_DIR / "postgres.Dockerfile",
             {"BASE_IMAGE": base_ref},
         ),
+        # Prometheus's statsd_exporter for Airflow's metrics: built like MinIO, same Go caches.
+        "statsd": BuildPlan(
+            "statsd",
+            DOCKER_DIR / "statsd.Dockerfile",
+            {
+                "GO_IMAGE": go_ref,
+                "BASE_IMAGE": base_ref,
+                "GOMODCACHE": str(go_mod),
+                "GOCACHE": str(go_build),
+            },
+            ((go_mod, str(go_mod)), (go_build, str(go_build))),
+        ),
+        # Not the chart's: the Prometheus that the real-cluster tests (and `make
+        # cluster-prometheus`) run to scrape the release (infra/prometheus.py).
+        "prometheus": BuildPlan(
+            "prometheus",
+            DOCKER_DIR / "prometheus.Dockerfile",
+            {"BASE_IMAGE": base_ref},
+        ),
     }
 
 
@@ -195,7 +216,7 @@ def _podman_build(cmd: list[str], what: str, log_file: Path, log: Log) -> None:
 
 
 def go_toolchain_image(base_ref: str, *, goroot: Path = HOST_GOROOT, log: Log = print) -> str:
-    """The base plus the host's Go toolchain at /usr/local/go: MinIO's build stage."""
+    """The base plus the host's Go toolchain at /usr/local/go: MinIO's and statsd's build stage."""
     go = goroot / "bin" / "go"
     if not go.is_file():
         raise ImagesError(f"no Go toolchain at {goroot} (the MinIO image's go install needs it)")
@@ -250,7 +271,8 @@ def build_all(
         base_ref = base
     else:
         raise ImagesError(f"base image {base} is not in podman's storage")
-    go_ref = go_toolchain_image(base_ref, log=log) if "minio" in components else ""
+    needs_go = {"minio", "statsd"} & set(components)
+    go_ref = go_toolchain_image(base_ref, log=log) if needs_go else ""
     plans = build_plans(settings, tag, base_ref=base_ref, go_ref=go_ref)
     if (
         "airflow" in components

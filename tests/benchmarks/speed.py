@@ -24,7 +24,6 @@ import math
 import multiprocessing
 import os
 import queue
-import signal
 import socket
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from tests.benchmarks.phases import PhaseTimer, phase_lines
 from tests.benchmarks.progress import QueryWatcher
 from tests.benchmarks.threads import CpuWindows, window_figures, window_lines
 from tests.isolation import settings_env
+from tests.processes import stop_group
 from tests.serving_pages import read_whole
 
 if TYPE_CHECKING:
@@ -88,14 +88,7 @@ def start_api(settings: Settings, log: Path) -> tuple[subprocess.Popen[bytes], s
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM to the process's own group, SIGKILL after 15 s."""
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
+    stop_group(process, grace_s=15)
 
 
 class FreshnessProbe(threading.Thread):

@@ -29,6 +29,8 @@ ALWAYS = {
     "airflow-scheduler",
     "airflow-dag-processor",
     "airflow-triggerer",
+    "spark-history",
+    "statsd-exporter",  # Airflow's metrics (metrics.enabled, the default)
 }
 
 
@@ -181,7 +183,7 @@ class TestSparkOnKubernetes:
         assert "spark.driver.host=$(POD_IP)" in env["PYSPARK_SUBMIT_ARGS"]
         (job,) = rendered.by_component("Deployment", "kappa-stream")
         ports = {p["containerPort"] for p in next(containers(job, init=False))["ports"]}
-        assert ports == {7078, 7079}
+        assert ports == {7078, 7079, 9108}  # and its metrics (metrics.enabled)
         (config,) = rendered.by_component("ConfigMap", "spark-conf")
         conf = config["data"]["spark-defaults.conf"]
         assert "spark.driver.port                            7078" in conf
@@ -207,7 +209,8 @@ class TestSparkOnKubernetes:
         (job,) = rendered.by_component("Deployment", "kappa-stream")
         spec = job["spec"]["template"]["spec"]
         assert "serviceAccountName" not in spec and spec["automountServiceAccountToken"] is False
-        assert "ports" not in next(containers(job, init=False))
+        ports = next(containers(job, init=False))["ports"]
+        assert [p["name"] for p in ports] == ["metrics"]  # no call-back port
         # The steps' driver (the Airflow scheduler, local backend here) still starts executors.
         scheduler_env = _env(rendered, "airflow-scheduler")
         assert scheduler_env["LK_SPARK_MASTER"] == "k8s://https://kubernetes.default.svc"

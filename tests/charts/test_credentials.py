@@ -21,13 +21,22 @@ from tests.charts.chart_utils import (
     render_set,
 )
 
-MINIO_USERS = ("airflow", "archiver", "init", "kappa-stream", "speed-layer")
+MINIO_USERS = (
+    "airflow",
+    "airflow-logs",
+    "archiver",
+    "init",
+    "kappa-stream",
+    "spark-history",
+    "speed-layer",
+)
 SECRET_KEYS = {
     "minio-root-user",
     "minio-root-password",
     *(f"minio-{user}-{part}" for user in MINIO_USERS for part in ("user", "password")),
     "postgres-password",
     "serving-postgres-password",
+    "monitoring-postgres-password",
     "airflow-db-password",
     "airflow-admin-password",
     "airflow-fernet-key",

@@ -78,7 +78,7 @@ def test_airflow_image_should_be_the_app_image_with_the_dags() -> None:
     assert "USER 10001:10001" in text  # images.airflow.runAsUser in the chart
 
 
-@pytest.mark.parametrize("name", ["kafka", "minio", "postgres"])
+@pytest.mark.parametrize("name", ["kafka", "minio", "postgres", "statsd"])
 def test_service_images_should_build_on_a_debian_base_argument(name: str) -> None:
     """BASE_IMAGE selects the base: debian:bookworm-slim with Docker, the debootstrapped one
     with podman (infra/images); no third-party service image."""
@@ -225,7 +225,7 @@ class TestMakeTargets:
     def test_images_should_build_every_image_with_the_same_tag(self) -> None:
         result = self._make("-n", "images", "IMAGE_TAG=abc1234")
         assert result.returncode == 0, result.stderr
-        for name in ("app", "airflow", "kafka", "minio", "postgres"):
+        for name in ("app", "airflow", "kafka", "minio", "postgres", "statsd"):
             assert f"-t lambda-kappa/{name}:abc1234" in result.stdout, name
         assert "--build-arg APP_IMAGE=lambda-kappa/app:abc1234" in result.stdout
 
@@ -233,7 +233,8 @@ class TestMakeTargets:
         result = self._make("-n", "install", "IMAGE_TAG=abc1234")
         assert result.returncode == 0, result.stderr
         tags = dict(re.findall(r"images\.(\w+)\.tag=(\S+)", result.stdout))
-        assert tags == dict.fromkeys(("app", "airflow", "kafka", "minio", "postgres"), "abc1234")
+        images = ("app", "airflow", "kafka", "minio", "postgres", "statsd")
+        assert tags == dict.fromkeys(images, "abc1234")
 
     def test_cluster_images_should_build_and_load_with_podman_in_python(self) -> None:
         result = self._make("-n", "cluster-images", "cluster-load", "IMAGE_TAG=abc1234")

@@ -20,7 +20,15 @@ from tests.charts.chart_utils import (
     render_set,
 )
 
-MINIO_USERS = {"airflow", "archiver", "init", "kappa-stream", "speed-layer"}
+MINIO_USERS = {
+    "airflow",
+    "airflow-logs",
+    "archiver",
+    "init",
+    "kappa-stream",
+    "spark-history",
+    "speed-layer",
+}
 COMPARISON_MODES = {"both", "pod-backend"}
 """The value sets in `both` mode, where the comparison's Job and its MinIO user exist."""
 
@@ -31,11 +39,15 @@ def _users(value_set: str) -> set[str]:
 
 # What the code reads and writes (core/settings.py bucket names): the chart's one access map.
 BUCKETS = {
-    "init": {"lk-master", "lk-views", "lk-checkpoints", "lk-dq"},  # creates them
+    # creates them
+    "init": {"lk-master", "lk-views", "lk-checkpoints", "lk-dq", "lk-logs", "lk-spark-events"},
     "archiver": {"lk-master", "lk-checkpoints"},
     "speed-layer": {"lk-checkpoints", "lk-views"},
     "kappa-stream": {"lk-checkpoints"},
-    "airflow": {"lk-master", "lk-views", "lk-checkpoints", "lk-dq"},
+    # its tasks and step pods also write Spark's event logs (sparkHistory.enabled)
+    "airflow": {"lk-master", "lk-views", "lk-checkpoints", "lk-dq", "lk-spark-events"},
+    "spark-history": {"lk-spark-events"},  # reads them, its cleaner deletes old ones
+    "airflow-logs": {"lk-logs"},  # task logs (airflow.remoteLogging), every Airflow component
     # Its runs' own buckets (Settings.namespaced), and the Data Docs bucket for its report.
     "comparison": {"lk-master-cmp-*", "lk-views-cmp-*", "lk-checkpoints-cmp-*", "lk-dq"},
 }
@@ -47,13 +59,19 @@ def _component(obj: Manifest) -> str:
 
 def _minio_keys(container: Manifest) -> tuple[str, str] | None:
     env = env_of(container)
-    if "LK_MINIO_ACCESS_KEY" not in env:
-        assert "LK_MINIO_SECRET_KEY" not in env
-        return None
-    return (
-        env["LK_MINIO_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["key"],
-        env["LK_MINIO_SECRET_KEY"]["valueFrom"]["secretKeyRef"]["key"],
-    )
+    # The project's settings, or AWS_* for Spark's own History Server (Spark copies them into
+    # fs.s3a.access.key and fs.s3a.secret.key).
+    for access, secret in (
+        ("LK_MINIO_ACCESS_KEY", "LK_MINIO_SECRET_KEY"),
+        ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+    ):
+        if access in env:
+            return (
+                env[access]["valueFrom"]["secretKeyRef"]["key"],
+                env[secret]["valueFrom"]["secretKeyRef"]["key"],
+            )
+        assert secret not in env
+    return None
 
 
 def _policies(rendered: Rendered) -> dict[str, dict[str, Any]]:
@@ -75,6 +93,7 @@ class TestEachComponentItsOwnMinioUser:
             "kappa-stream": "kappa-stream",
             "airflow-scheduler": "airflow",  # its tasks; the step pods: dags/lk_dags/pods.py
             "comparison": "comparison",
+            "spark-history": "spark-history",
         }
         seen = set()
         for obj in render_set(value_set).of_kind(*WORKLOAD_KINDS):
@@ -90,7 +109,7 @@ class TestEachComponentItsOwnMinioUser:
                 user = expected[component]
                 assert keys == (f"minio-{user}-user", f"minio-{user}-password"), c["name"]
                 seen.add(component)
-        assert seen >= {"init", "airflow-scheduler"}
+        assert seen >= {"init", "airflow-scheduler", "spark-history"}
 
     def test_only_minio_and_the_users_job_should_hold_the_root_keys(self, value_set: str) -> None:
         rendered = render_set(value_set)

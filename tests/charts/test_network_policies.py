@@ -25,6 +25,9 @@ PRODUCER = {"lambda-kappa.io/producer": "true"}  # networkPolicies.producers
 EXECUTOR = "spark-executor"
 DRIVERS = {"lambda": {"archiver", "speed-layer"}, "kappa": {"kappa-stream"}}
 AIRFLOW = {"airflow-api-server", "airflow-dag-processor", "airflow-triggerer", "airflow-db-migrate"}
+SCRAPER = "scraper"  # metrics.scrapeFrom's default peer: any pod of any namespace
+# Each store's metrics port (tests/charts/test_metrics.py checks them all).
+SCRAPE_PORTS = {"kafka": "metrics", "minio": "s3", "postgres": "metrics"}
 
 
 def _matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
@@ -75,13 +78,16 @@ def _peers(rendered: Rendered, component: str) -> dict[str, set[str]]:
     admitted: dict[str, set[str]] = {}
     for policy in _policies_selecting(rendered, _component_labels(rendered, component)):
         for rule in policy["spec"].get("ingress", []):
-            sources = {
-                peer["podSelector"]["matchLabels"].get("app.kubernetes.io/component", "producer")
-                for peer in rule.get("from", [])
-            } or {"*"}
+            sources = {_source(peer) for peer in rule.get("from", [])} or {"*"}
             for port in rule.get("ports", [{"port": "*"}]):
                 admitted.setdefault(str(port["port"]), set()).update(sources)
     return admitted
+
+
+def _source(peer: Manifest) -> str:
+    if "podSelector" not in peer:  # a namespaceSelector alone: metrics.scrapeFrom's default
+        return SCRAPER
+    return str(peer["podSelector"]["matchLabels"].get("app.kubernetes.io/component", "producer"))
 
 
 def _expected_clients(value_set: str) -> dict[str, set[str]]:
@@ -99,9 +105,13 @@ def _expected_clients(value_set: str) -> dict[str, set[str]]:
     kafka = {"init"} | drivers | spark
     if architecture == "both" and values["comparison"]["enabled"]:
         kafka.add("comparison")  # its own drivers, in its pod
+    logs = set()  # task logs on MinIO: the Airflow components that read or write them
+    if values["airflow"]["enabled"] and values["airflow"]["remoteLogging"]["enabled"]:
+        logs = {"airflow-api-server", "airflow-dag-processor", "airflow-triggerer"}
+    history = {"spark-history"} if values["sparkHistory"]["enabled"] else set()  # event logs
     return {
         "kafka": kafka | {"producer"},
-        "s3": kafka | {"minio-users"},
+        "s3": kafka | {"minio-users"} | logs | history,
         "postgres": kafka | {"serving"} | AIRFLOW,
     }
 
@@ -115,7 +125,9 @@ class TestStores:
         self, value_set: str, store: str, port: str
     ) -> None:
         rendered = render_set(value_set)
-        assert _peers(rendered, store) == {port: _expected_clients(value_set)[port]}
+        expected = {port: set(_expected_clients(value_set)[port])}
+        expected.setdefault(SCRAPE_PORTS[store], set()).add(SCRAPER)  # its metrics
+        assert _peers(rendered, store) == expected
 
     def test_serving_should_reach_postgres_only(self, value_set: str) -> None:
         rendered = render_set(value_set)
@@ -126,8 +138,11 @@ class TestStores:
     def test_peers_should_be_pods_of_this_release(self, value_set: str) -> None:
         rendered = render_set(value_set)
         release = rendered.values.get("fullnameOverride") or "lk"
+        scrapers = rendered.values["metrics"]["scrapeFrom"]  # test_metrics.py checks their rules
         for policy in rendered.of_kind("NetworkPolicy"):
             for rule in policy["spec"].get("ingress", []):
+                if rule.get("from") == scrapers:
+                    continue
                 for peer in rule.get("from", []):
                     assert set(peer) == {"podSelector"}  # this namespace, no ipBlock
                     labels = peer["podSelector"]["matchLabels"]
@@ -167,7 +182,7 @@ class TestWhatEachPodServes:
         for component in ("init", "minio-users", "airflow-db-migrate", "airflow-dag-processor"):
             assert _peers(rendered, component) == {}, component
         for component in ("archiver", "speed-layer", "kappa-stream"):  # local[N]: no executors
-            assert _peers(rendered, component) == {}, component
+            assert _peers(rendered, component) == {"metrics": {SCRAPER}}, component
 
     def test_spark_drivers_should_accept_their_executors_on_the_callback_ports(self) -> None:
         rendered = render_set("pod-backend")
@@ -175,6 +190,7 @@ class TestWhatEachPodServes:
             assert _peers(rendered, driver) == {
                 "spark-driver": {EXECUTOR},
                 "spark-blockmgr": {EXECUTOR},
+                "metrics": {SCRAPER},
             }
         assert _peers(rendered, "airflow-scheduler")["spark-driver"] == {EXECUTOR}
         (executors,) = rendered.by_component("NetworkPolicy", EXECUTOR)
@@ -210,5 +226,6 @@ def test_producers_should_be_chosen_by_their_labels() -> None:
     peers = [p["podSelector"]["matchLabels"] for p in policy["spec"]["ingress"][0]["from"]]
     assert {"team": "ingest"} in peers and PRODUCER not in peers
     assert _peers(render({"networkPolicies": {"producers": []}}), "kafka") == {
-        "kafka": _expected_clients("defaults")["kafka"] - {"producer"}
+        "kafka": _expected_clients("defaults")["kafka"] - {"producer"},
+        "metrics": {SCRAPER},
     }

@@ -51,14 +51,17 @@ def test_every_container_should_run_a_project_image_at_the_app_version(value_set
             continue
         for c in containers(obj):
             assert re.fullmatch(
-                rf"lambda-kappa/(app|airflow|kafka|minio|postgres):{re.escape(APP_VERSION)}",
+                rf"lambda-kappa/(app|airflow|kafka|minio|postgres|statsd):{re.escape(APP_VERSION)}",
                 c["image"],
             ), (obj["metadata"]["name"], c["name"], c["image"])
 
 
 @pytest.mark.parametrize(("component", "repository"), COMPONENT_IMAGES.items())
 def test_one_tag_should_select_each_image(component: str, repository: str) -> None:
-    tags = {name: {"tag": "abc1234"} for name in ("app", "airflow", "kafka", "minio", "postgres")}
+    tags = {
+        name: {"tag": "abc1234"}
+        for name in ("app", "airflow", "kafka", "minio", "postgres", "statsd")
+    }
     rendered = render({"architecture": "both", "images": tags})
     kinds = ("StatefulSet", "Pod")
     (obj,) = [o for kind in kinds for o in rendered.by_component(kind, component)]
@@ -119,7 +122,7 @@ class TestKafka:
 class TestPostgres:
     def test_should_run_the_chart_s_start_script(self) -> None:
         obj = _workload("postgres")
-        (pg,) = pod_spec(obj)["containers"]
+        pg = pod_spec(obj)["containers"][0]  # the exporter sidecar follows (metrics)
         assert pg["command"] == ["bash", "/opt/lk/postgres/start.sh"]
         mounts = {m["mountPath"]: m["name"] for m in pg["volumeMounts"]}
         assert mounts["/opt/lk/postgres"] == "scripts"
@@ -145,7 +148,7 @@ class TestPostgres:
         assert 'CREATE DATABASE "airflow" OWNER "airflow";' in sql
 
     def test_script_should_run_where_debian_s_binaries_are(self) -> None:
-        (pg,) = pod_spec(_workload("postgres"))["containers"]
+        pg = pod_spec(_workload("postgres"))["containers"][0]
         env = env_of(pg)
         assert env["PGDATA"]["value"] == "/var/lib/postgresql/data/pgdata"
         assert env["POSTGRES_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == "postgres-password"

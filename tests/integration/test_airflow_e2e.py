@@ -8,7 +8,9 @@ Airflow 3's REST API: a JWT from `POST /auth/token`, then `/api/v2/...` with it.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import pytest
 
 from core import workload
 from core.kafka_io import produce_file
+from core.provision import s3_client
 from core.settings import Architecture, Settings
 from core.store import versions
 from core.store.connection import connect
@@ -91,6 +94,34 @@ def test_a_run_triggered_through_the_rest_api_moves_the_alias(
     assert _alias(settings).version == 1
     run_id = api.trigger(DAG_ID, {"logic_version": "2"})
     _check_run(api, settings, run_id, version=2, logic="2")
+
+
+def test_task_logs_are_on_minio_and_read_back_after_the_local_files_are_gone(
+    deployment: tuple[Settings, AirflowApi],
+) -> None:
+    """Remote logging (infra/airflow/config.py, as the chart sets it): each task try's log is an
+    object under the logs folder, and the API still serves it once the local file is deleted
+    (what a restarted scheduler pod has lost)."""
+    settings, api = deployment
+    run_id = next(r["dag_run_id"] for r in api.runs(DAG_ID) if r["state"] == "success")
+    ran = {t for t, state in api.task_states(DAG_ID, run_id).items() if state == "success"}
+    s3 = s3_client(settings)
+    prefix = f"{airflow_config.LOGS_FOLDER}/dag_id={DAG_ID}/run_id={run_id}/"
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=settings.logs_bucket, Prefix=prefix)
+    keys = [item["Key"] for page in pages for item in page.get("Contents", [])]
+    logged = {key.removeprefix(prefix).split("/")[0].removeprefix("task_id=") for key in keys}
+    assert ran and ran <= logged, (ran, keys)
+
+    task_id = sorted(ran)[0]
+    [key] = [k for k in keys if k.startswith(f"{prefix}task_id={task_id}/")]
+    stored = s3.get_object(Bucket=settings.logs_bucket, Key=key)["Body"].read().decode()
+    assert stored.strip()
+    local = airflow_config.airflow_home(settings) / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}"
+    shutil.rmtree(local, ignore_errors=True)
+    served = api.task_log(DAG_ID, run_id, task_id, 1)
+    # Airflow 3 stores structured lines (JSON); the API serves their events.
+    events = [json.loads(line).get("event") for line in stored.splitlines() if line[:1] == "{"]
+    assert any(event and event in served for event in events), (stored[:500], served[:500])
 
 
 def test_a_run_triggered_by_clicking_trigger_in_the_ui_moves_the_alias(

@@ -24,6 +24,7 @@ from core import workload
 from core.catalog import VIEW_NAMES, VIEWS
 from core.kafka_io import produce_file
 from core.master_dataset import MasterDataset
+from core.provision import s3_client
 from core.settings import Architecture, Settings
 from core.store import versions
 from core.store.connection import connect
@@ -48,6 +49,9 @@ def dq(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
             "stream_max_offsets_per_trigger": 500,
         }
     )
+    # Every validation writes its result there (quality.result_store): `lk init` makes the
+    # deployment's, the test makes its own.
+    s3_client(settings).create_bucket(Bucket=settings.dq_bucket)
     folder = tmp_path_factory.mktemp("dq")
     events, profiles = folder / "events.jsonl", folder / "events.profiles.jsonl"
     workload.generate(workload.WorkloadSpec(seed=73, events=3000), events, profiles)

@@ -8,8 +8,11 @@ The cluster is stopped at the end (its build cache and imported images stay).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,7 @@ from core.settings import Settings, get_settings
 from infra.cluster import install
 from tests.conftest import run_lk
 from tests.k8s.kube import Kube
+from tests.k8s.prometheus_api import PrometheusApi
 
 NAMESPACE = install.NAMESPACE
 RELEASE = install.RELEASE
@@ -25,6 +29,7 @@ COMPARISON_SCENARIOS = ("steady", "bug-and-fix")  # the Job's path; every scenar
 TEST_VALUES = (
     "--set=airflow.dagsArePausedAtCreation=true",
     "--set=batchLayer.schedule=",
+    "--set=dataQuality.schedule=",
     # The comparison's Job on a small workload: every figure, as `make test-compare` runs it.
     "--set=comparison.events=600",
     "--set=comparison.rate=30",
@@ -111,8 +116,10 @@ def kube(cluster: Settings) -> Kube:
 
 def helm_install(kube: Kube, settings: Settings, architecture: str, tag: str) -> str:
     """`helm upgrade --install --wait` of the chart, as `make cluster-install` runs it; only the
-    DAGs' timing differs: they start paused and the batch has no hourly run, so that nothing
-    scheduled runs behind the tests' back (each test unpauses and triggers what it runs)."""
+    DAGs' timing differs: they start paused and neither the batch nor data quality has an
+    hourly run, so that nothing scheduled runs behind the tests' back (each test unpauses and
+    triggers what it runs; a step pod left by a run that an upgrade cut short would outlive the
+    release)."""
     argv = install.install_argv(settings, architecture, tag, *TEST_VALUES)
     return kube.run(argv, timeout=1800).stdout
 
@@ -138,3 +145,29 @@ def release(
 @pytest.fixture(scope="session")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("k8s")
+
+
+@pytest.fixture(scope="session")
+def prometheus(
+    kube: Kube, release: str, image_tag: str
+) -> Iterator[Callable[[], AbstractContextManager[PrometheusApi]]]:
+    """Debian's Prometheus in a namespace of its own, scraping the release by the chart's
+    `prometheus.io/*` annotations as a user's would (infra/prometheus.py), from the install on:
+    the first test asks for it, so that rates have samples by the time the others read them.
+    Yields how to open its API (a port-forward for the block: none is held across tests)."""
+    from infra import prometheus as server
+
+    kubectl = [kube.kubectl_bin]
+    monitoring = dataclasses.replace(kube, namespace=server.NAMESPACE)
+
+    @contextlib.contextmanager
+    def opened() -> Iterator[PrometheusApi]:
+        with monitoring.port_forward(f"svc/{server.NAME}", server.PORT) as url:
+            yield PrometheusApi(url)
+
+    try:
+        server.apply(kubectl, kube.env(), image_tag, [NAMESPACE])
+        yield opened
+    finally:
+        if not _keep():
+            server.delete(kubectl, kube.env())

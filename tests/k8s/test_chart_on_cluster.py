@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,10 +26,14 @@ from core import workload
 from core.catalog import VIEW_NAMES
 from core.oracle import OracleResult, compute_views, load_jsonl_values, load_profiles_jsonl
 from core.settings import Settings
+from infra import dashboard as grafana
 from infra.cluster import compare
+from quality.context import safe_run_name
+from tests import dashboard
 from tests.airflow_api import AirflowApi
 from tests.k8s.conftest import COMPARISON_SCENARIOS, RELEASE, helm_install
 from tests.k8s.kube import Kube
+from tests.k8s.prometheus_api import PrometheusApi
 from tests.serving_pages import read_whole
 
 BATCH_DAG = "lambda_batch"
@@ -40,6 +46,8 @@ SERVING = f"svc/{RELEASE}-serving"
 AIRFLOW = f"svc/{RELEASE}-airflow-api-server"
 COMPONENT = "app.kubernetes.io/component"
 VIEWS = VIEW_NAMES  # all seven
+BATCH_RUNS: list[str] = []
+"""The `lambda_batch` runs the tests triggered (the observability tests read what they left)."""
 
 
 def _architectures(installed: str) -> tuple[str, ...]:
@@ -51,6 +59,7 @@ def _component_ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
+@pytest.mark.usefixtures("prometheus")  # scraping from here on
 def test_every_pod_becomes_ready_and_helm_test_passes(kube: Kube, release: str) -> None:
     # The release's own pods; Spark's executor pods belong to their drivers, not to the chart.
     pods = kube.items("pods", "-l", f"app.kubernetes.io/instance={RELEASE}")
@@ -214,6 +223,7 @@ def test_lambda_batch_triggered_through_rest_runs_spark_driver_and_executor_pods
         run = airflow.wait_for_run(BATCH_DAG, run_id, DAG_RUN_TIMEOUT_S)
     states = airflow.task_states(BATCH_DAG, run_id)
     assert run["state"] == "success", states
+    BATCH_RUNS.append(run_id)
     drivers, executors = pods.of("spark-step"), pods.of("spark-executor")
     # Each Spark step ran as a driver pod whose `base` container completed (exit 0), on its
     # first try or on a retry (tasks are idempotent and retried) ...
@@ -361,6 +371,195 @@ def test_kappa_reprocess_clicked_in_the_ui_switches_readers_atomically(
         )
         assert {v for v, _ in seen} <= {before, after}
         _wait_until_exact(kube, url, "kappa", oracle)
+
+
+# -- observability: metrics, dashboard, Spark's history, task logs, Data Docs -------------------
+
+SCRAPED = {"kafka", "minio", "postgres", "serving", "statsd-exporter"}
+"""Components every architecture's release exports metrics from; the streams' by architecture."""
+STREAMS = {"lambda": {"archiver", "speed-layer"}, "kappa": {"kappa-stream"}}
+HISTORY = f"svc/{RELEASE}-spark-history"
+QUALITY_DAG = "data_quality"
+
+
+def _batch_run() -> str:
+    assert BATCH_RUNS, "no lambda_batch run: the batch test above failed or did not run"
+    return BATCH_RUNS[-1]
+
+
+def _down(targets: list[dict[str, Any]]) -> list[str]:
+    return [
+        f"{t['labels'].get('pod')} {t['scrapeUrl']}: {t['health']} {t.get('lastError', '')}"
+        for t in targets
+        if t["health"] != "up"
+    ]
+
+
+@pytest.mark.architectures("both")
+def test_prometheus_scrapes_every_component_by_the_charts_annotations(
+    kube: Kube, prometheus: Callable[[], AbstractContextManager[PrometheusApi]], release: str
+) -> None:
+    expected = SCRAPED | set().union(*(STREAMS[a] for a in _architectures(release)))
+    with prometheus() as api:
+
+        def all_up() -> list[dict[str, Any]]:
+            targets = api.targets()
+            components = {t["labels"].get("component") for t in targets}
+            return targets if expected <= components and not _down(targets) else []
+
+        try:
+            targets = api.wait_for("every target up", all_up, timeout_s=300)
+        except AssertionError:
+            targets = api.targets()
+            found = {t["labels"].get("component") for t in targets}
+            raise AssertionError(
+                f"missing {sorted(expected - found)}; down: {_down(targets)}"
+            ) from None
+        # Each scraped pod is a target once: the annotations name one port per pod.
+        pods = [t["labels"]["pod"] for t in targets]
+        assert len(pods) == len(set(pods)), pods
+        for architecture in _architectures(release):
+            fresh = api.wait_for(
+                f"lk_stream_freshness_seconds of {architecture}",
+                lambda a=architecture: api.query(
+                    f'lk_stream_freshness_seconds{{architecture="{a}"}}'
+                ),
+            )
+            assert float(fresh[0]["value"][1]) >= 0, fresh
+
+
+@pytest.mark.architectures("both")
+def test_every_metric_the_dashboard_queries_is_exported_by_the_release(
+    kube: Kube,
+    prometheus: Callable[[], AbstractContextManager[PrometheusApi]],
+    workdir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _batch_run()  # the batch and quality metrics exist once a batch has run
+    wanted = dashboard.queried_metrics(dashboard.load())
+    with prometheus() as api:
+
+        def missing() -> dict[str, list[str]]:
+            names = api.names()
+            return {m: sorted(t) for m, t in wanted.items() if m not in names}
+
+        left = missing()
+        deadline = time.monotonic() + 120  # one more scrape of what the last tests made
+        while left and time.monotonic() < deadline:
+            time.sleep(10)
+            left = missing()
+        # The README's picture of the dashboard: its panels from this Prometheus (infra.dashboard).
+        preview = workdir / "grafana-dashboard.png"
+        with_data = grafana.draw(grafana.load(), grafana.prometheus_range(api.url, 30), preview)
+    with capsys.disabled():  # the issue asks what the metrics path costs: the run's figures
+        print("\n" + _observability_usage(kube))
+    assert not left, f"queried by the dashboard, exported by nothing: {left}"
+    shown = [p for p in grafana.panels(grafana.load()) if p["type"] != "row"]
+    assert with_data >= len(shown) * 3 // 4, f"{with_data} of {len(shown)} panels have data"
+
+
+OBSERVABILITY_CONTAINERS = {
+    "exporter",
+    "statsd-exporter",
+    "spark-history",
+    "prometheus",
+    "discovery",
+}
+"""What watching the release adds: the exporters, the History Server, the test's Prometheus."""
+
+
+def _observability_usage(kube: Kube) -> str:
+    """CPU and memory of the observability containers now, from the kubelet's summary API."""
+    node = next(iter(kube.names("nodes")))
+    summary = json.loads(kube.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/stats/summary"))
+    lines = ["observability containers: CPU (millicores, now) and memory (working set)"]
+    for pod in summary["pods"]:
+        for c in pod.get("containers", []):
+            if c["name"] in OBSERVABILITY_CONTAINERS:
+                cpu = (c.get("cpu") or {}).get("usageNanoCores", 0) / 1e6
+                mem = (c.get("memory") or {}).get("workingSetBytes", 0) / 2**20
+                lines.append(f"  {pod['podRef']['name'][:40]:40} {c['name']:16} "
+                             f"{cpu:6.1f}m {mem:6.0f} MiB")  # fmt: skip
+    return "\n".join(lines)
+
+
+@pytest.mark.architectures("lambda", "both")
+def test_the_spark_history_server_lists_the_batch_steps_applications(kube: Kube) -> None:
+    _batch_run()
+    with kube.port_forward(HISTORY, 18080) as url:
+
+        def applications() -> list[dict[str, Any]]:
+            response = httpx.get(f"{url}/api/v1/applications", timeout=30)
+            response.raise_for_status()
+            return list(response.json())
+
+        deadline = time.monotonic() + 180  # the server rescans its log folder every 10 s
+        names: set[str] = set()
+        while time.monotonic() < deadline:
+            names = {app["name"] for app in applications()}
+            if {"close-archive", "compute-views"} <= {_step_of(n) for n in names}:
+                break
+            time.sleep(10)
+    assert {"close-archive", "compute-views"} <= {_step_of(n) for n in names}, sorted(names)
+
+
+def _step_of(app_name: str) -> str:
+    """The step of a Spark application's name (`lk step compute-views` names it after it)."""
+    return app_name.removeprefix("lk-").removeprefix("step-")
+
+
+@pytest.mark.architectures("lambda", "both")
+def test_a_task_log_with_its_step_pods_output_survives_the_scheduler_restart(
+    kube: Kube, airflow: AirflowApi
+) -> None:
+    run_id = _batch_run()
+    task = airflow.task_instance(BATCH_DAG, run_id, "compute_views")
+    before = airflow.task_log(BATCH_DAG, run_id, "compute_views", task["try_number"])
+    pods_output = _step_output(before)
+    assert pods_output, f"no line of the step pod's output in the task's log:\n{before[-3000:]}"
+    scheduler = f"{COMPONENT}=airflow-scheduler"
+    old = kube.names("pods", "-l", scheduler)
+    kube.kubectl("delete", "pod", "-l", scheduler, "--wait=true")
+    kube.kubectl(
+        "rollout", "status", f"deployment/{RELEASE}-airflow-scheduler", "--timeout=600s",
+        timeout=660,
+    )  # fmt: skip
+    assert not old & kube.names("pods", "-l", scheduler)
+    after = airflow.task_log(BATCH_DAG, run_id, "compute_views", task["try_number"])
+    lost = [line for line in pods_output if line not in after]
+    assert not lost, f"lost with the scheduler's pod: {lost[:5]}\nnow:\n{after[-3000:]}"
+
+
+def _step_output(log: str) -> list[str]:
+    """The lines of a task's log that its step pod wrote: KubernetesPodOperator copies them in
+    with the container's name in brackets (`[base] ...`)."""
+    return [line for line in log.splitlines() if "[base]" in line]
+
+
+@pytest.mark.architectures("lambda", "both")
+def test_the_data_docs_hold_the_batch_layers_gates(kube: Kube, airflow: AirflowApi) -> None:
+    batch = _batch_run()
+    airflow.wait_for_dag(QUALITY_DAG)
+    airflow.unpause(QUALITY_DAG)
+    run_id = airflow.trigger(QUALITY_DAG)
+    run = airflow.wait_for_run(QUALITY_DAG, run_id, DAG_RUN_TIMEOUT_S)
+    states = airflow.task_states(QUALITY_DAG, run_id)
+    # Every task: the run's own state follows its last task alone (Data Docs run all_done).
+    assert run["state"] == "success" and set(states.values()) == {"success"}, states
+    with kube.port_forward(SERVING, 8000) as url, httpx.Client(base_url=url, timeout=30) as api:
+        quality = _answering(api, "/v1/quality").json()
+    docs = quality["data_docs"]
+    path = docs.split("//", 1)[1].split("/", 1)[1]  # the site's path on MinIO
+    with kube.port_forward(f"svc/{RELEASE}-minio", 9000) as minio:
+        index = httpx.get(f"{minio}/{path}", timeout=30)  # anonymous, as a browser
+    assert index.status_code == 200, (docs, index.status_code)
+    # The landing page's table of the latest result per suite: the batch run's gates, which ran
+    # in its step pods, are there with that run's name.
+    rows = re.findall(r"<tr>.*?</tr>", index.text, flags=re.DOTALL)
+    of_the_batch = [row for row in rows if safe_run_name(batch) in row or batch in row]
+    suites = " ".join(of_the_batch)
+    assert "master_partition" in suites, (batch, rows)
+    assert "batch_views." in suites, (batch, rows)
 
 
 # -- the side-by-side comparison -----------------------------------------------------------------

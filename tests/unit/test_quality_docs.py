@@ -6,6 +6,7 @@ tests/integration/test_quality.py's job; here the S3 client is an in-memory stan
 
 from __future__ import annotations
 
+import io
 import re
 from functools import partial
 from pathlib import Path
@@ -32,7 +33,7 @@ def revenue(segment: str, cents: int) -> dict[str, Any]:
 def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, Path]:
     """A site built from four validations: two layers, one failure, one reconciliation."""
     home = tmp_path_factory.mktemp("dq-docs")
-    settings = Settings(home=home, stack_dir=home / "stack")
+    settings = Settings(home=home, stack_dir=home / "stack", dq_share_results=False)
     validate_run = partial(validate, settings=settings, run_name="run-1")
     validate_run("batch_views.page_views", page_views(2), layer="lambda-batch")
     validate_run("realtime_views.page_views", page_views(-1), layer="kappa-serving")
@@ -117,6 +118,12 @@ class FakeS3:
         for item in Delete["Objects"]:
             del self.objects[item["Key"]]
 
+    def get_object(self, *, Bucket: str, Key: str) -> dict[str, Any]:  # noqa: N803
+        return {"Body": io.BytesIO(self.objects[Key])}
+
+    def list_buckets(self) -> dict[str, Any]:
+        return {"Buckets": [{"Name": "lk-dq"}]}
+
 
 def test_upload_mirrors_the_site_with_content_types(site: tuple[Settings, Path]) -> None:
     _, index = site
@@ -139,3 +146,37 @@ def test_the_read_policy_opens_only_the_docs_prefix() -> None:
     [statement] = policy["Statement"]
     assert statement["Action"] == ["s3:GetObject"]
     assert statement["Resource"] == ["arn:aws:s3:::lk-dq/docs/*"]
+
+
+def test_a_result_validated_in_another_project_is_on_the_site_and_pruned_in_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step pod's project (its own folder) and the scheduler's meet in the bucket: the site
+    built in one shows what the other validated, and pruning deletes the bucket's copy too."""
+    from quality import result_store
+
+    s3 = FakeS3()
+    monkeypatch.setattr(result_store, "s3_client", lambda _settings: s3)
+    pod, scheduler = (
+        Settings(home=tmp_path, stack_dir=tmp_path / name) for name in ("pod", "scheduler")
+    )
+    for run in ("pod-1", "pod-2"):
+        validate(
+            "batch_views.page_views",
+            page_views(2),
+            settings=pod,
+            layer="lambda-batch",
+            run_name=run,
+        )
+    shared = sorted(k for k in s3.objects if k.startswith(result_store.PREFIX))
+    assert len(shared) == 2 and all(k.endswith(".json") for k in shared)
+
+    monkeypatch.setattr(docs, "KEEP_RUNS", 1)
+    page = docs.build_docs(scheduler, client=s3).read_text()
+    assert "pod-2" in page and "pod-1" not in page  # the newest kept, from the other project
+    [kept] = docs.stored_results(scheduler)
+    assert (kept.run_name, kept.suite) == ("pod-2", "batch_views.page_views")
+    assert (docs.ctx.site_dir(scheduler) / kept.page).is_file()  # GX's page of the result
+    assert sorted(k for k in s3.objects if k.startswith(result_store.PREFIX)) == [
+        result_store.PREFIX + kept.path.as_posix()
+    ]

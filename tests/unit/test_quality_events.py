@@ -32,7 +32,7 @@ DAY_MS = 24 * HOUR_MS
 @pytest.fixture(scope="module")
 def dq_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     home = tmp_path_factory.mktemp("dq-events")
-    return Settings(home=home, stack_dir=home / "stack")
+    return Settings(home=home, stack_dir=home / "stack", dq_share_results=False)
 
 
 def event(n: int, type_: str, ts: int, *, send_delay: int = 400, **fields: object) -> bytes:

@@ -21,7 +21,7 @@ H9, H10, H11 = "2026-11-01T09:00:00Z", "2026-11-01T10:00:00Z", "2026-11-01T11:00
 @pytest.fixture(scope="module")
 def dq_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     home = tmp_path_factory.mktemp("dq-reconciliation")
-    return Settings(home=home, stack_dir=home / "stack")
+    return Settings(home=home, stack_dir=home / "stack", dq_share_results=False)
 
 
 def pv(minute: int, count: int, page: str = "/home") -> dict[str, Any]:

@@ -29,7 +29,7 @@ Rows = list[dict[str, Any]]
 @pytest.fixture(scope="module")
 def dq_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     home = tmp_path_factory.mktemp("dq-views")
-    return Settings(home=home, stack_dir=home / "stack")
+    return Settings(home=home, stack_dir=home / "stack", dq_share_results=False)
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +218,7 @@ def test_gate_raises_one_line_naming_every_failed_suite(
 def test_results_are_stored_for_data_docs(oracle: OracleResult, tmp_path: Path) -> None:
     from quality.docs import stored_results
 
-    settings = Settings(home=tmp_path, stack_dir=tmp_path / "stack")
+    settings = Settings(home=tmp_path, stack_dir=tmp_path / "stack", dq_share_results=False)
     rows = rows_of(oracle, "page_views")
     validate("batch_views.page_views", rows, settings=settings, layer="kappa", run_name="a:b c")
     [stored] = stored_results(settings)

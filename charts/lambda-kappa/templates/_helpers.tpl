@@ -143,13 +143,20 @@ grants it SELECT only; `lk serve` connects as it. Also given to the init Job, wh
 MinIO: the buckets (core/settings.py's defaults; `lk init` creates them) and one user per
 component that uses MinIO, each with a policy on its buckets only (minio-users Job). Access
 per bucket, from what the code reads and writes:
-  init:         creates the four buckets (`lk init`)
+  init:         creates the six buckets (`lk init`)
   archiver:     the master dataset and the checkpoints (its Spark queries)
   speed-layer:  the checkpoints and the views bucket (its accepted log, for hand-offs)
   kappa-stream: the checkpoints
   airflow:      the scheduler's tasks (and their step pods): the master dataset (close_archive,
-                batch, data quality), the checkpoints (close_archive, Kappa reprocessing) and
-                the Data Docs bucket, whose docs/ prefix it makes public (publish_docs)
+                batch, data quality), the checkpoints (close_archive, Kappa reprocessing), the
+                Data Docs bucket, whose docs/ prefix it makes public (publish_docs), and
+                Spark's event logs (sparkHistory.enabled: the only drivers that write one,
+                core.spark.event_log_conf)
+  spark-history: (sparkHistory.enabled) reads the event logs, and deletes those older than
+                sparkHistory.maxAge (its cleaner); writes nothing
+  airflow-logs: (airflow.remoteLogging.enabled) Airflow's task logs (the logs bucket): every
+                Airflow component gets this user's keys alone, in the logs connection
+                (lk.airflow.remoteLoggingEnv), so none but the scheduler holds `airflow`'s
   comparison:   (both, comparison.enabled) its runs' own buckets, `<bucket>-cmp-*` for the
                 master dataset, views and checkpoints (`Settings.namespaced` with
                 comparison.live.RUN_PREFIX), created by the run; and the Data Docs bucket,
@@ -162,16 +169,26 @@ master: lk-master
 views: lk-views
 checkpoints: lk-checkpoints
 dq: lk-dq
+events: lk-spark-events
+logs: lk-logs
 {{- end }}
 
 {{- /* airflow: its steps archive (close_archive), publish (the speed layer's hand-off reads and trims
  its accepted log in views), replay Kappa versions (checkpoints) and publish Data Docs (dq). */}}
 {{- define "lk.minio.access" -}}
-init: {create: [master, views, checkpoints, dq]}
+init: {create: [master, views, checkpoints, dq, events, logs]}
 archiver: {readWrite: [master, checkpoints]}
 speed-layer: {readWrite: [checkpoints, views]}
 kappa-stream: {readWrite: [checkpoints]}
+{{- if .Values.sparkHistory.enabled }}
+airflow: {readWrite: [master, views, checkpoints, dq, events], publish: [dq]}
+spark-history: {readDelete: [events]}
+{{- else }}
 airflow: {readWrite: [master, views, checkpoints, dq], publish: [dq]}
+{{- end }}
+{{- if include "lk.airflow.remoteLogging" . }}
+airflow-logs: {readWrite: [logs]}
+{{- end }}
 {{- if include "lk.comparisonEnabled" . }}
 comparison: {runs: [master, views, checkpoints], readWrite: [dq], publish: [dq]}
 {{- end }}
@@ -212,6 +229,17 @@ comparison: {runs: [master, views, checkpoints], readWrite: [dq], publish: [dq]}
 {{- end }}
 {{- $statements = append $statements (dict "Sid" "ListBuckets" "Effect" "Allow" "Action" (list "s3:ListBucket" "s3:GetBucketLocation" "s3:ListBucketMultipartUploads") "Resource" $bucketArns) }}
 {{- $statements = append $statements (dict "Sid" "ReadWriteObjects" "Effect" "Allow" "Action" (list "s3:GetObject" "s3:PutObject" "s3:DeleteObject" "s3:AbortMultipartUpload" "s3:ListMultipartUploadParts") "Resource" $objectArns) }}
+{{- end }}
+{{- /* readDelete: list and read objects, delete old ones; never write (the History Server). */}}
+{{- with $access.readDelete }}
+{{- $bucketArns := list }}
+{{- $objectArns := list }}
+{{- range . }}
+{{- $bucketArns = append $bucketArns (printf "%s%s" $arn (get $buckets .)) }}
+{{- $objectArns = append $objectArns (printf "%s%s/*" $arn (get $buckets .)) }}
+{{- end }}
+{{- $statements = append $statements (dict "Sid" "ListReadBuckets" "Effect" "Allow" "Action" (list "s3:ListBucket" "s3:GetBucketLocation") "Resource" $bucketArns) }}
+{{- $statements = append $statements (dict "Sid" "ReadDeleteObjects" "Effect" "Allow" "Action" (list "s3:GetObject" "s3:DeleteObject") "Resource" $objectArns) }}
 {{- end }}
 {{- with $access.publish }}
 {{- $resources := list }}
@@ -296,6 +324,10 @@ Call: (dict "root" $ "sparkDriverMemory" "768m" "minioUser" "archiver" "postgres
   value: {{ $root.Values.spark.shufflePartitions | int64 | quote }}
 - name: LK_SPARK_DRIVER_MEMORY
   value: {{ .sparkDriverMemory | default "1g" | quote }}
+- name: LK_SPARK_UI_ENABLED
+  value: {{ $root.Values.spark.ui.enabled | toString | quote }}
+- name: LK_SPARK_UI_PORT
+  value: {{ $root.Values.spark.ui.port | int64 | quote }}
 - name: LK_WATERMARK_DELAY_MINUTES
   value: {{ $root.Values.stream.watermarkDelayMinutes | int64 | quote }}
 - name: LK_STREAM_MAX_OFFSETS_PER_TRIGGER
@@ -340,7 +372,27 @@ the spark-defaults.conf that names the executor image, namespace and pod templat
 {{- end }}
 {{- end }}
 
+{{/*
+Spark's event log (sparkHistory.enabled), for the drivers whose MinIO user may write it (the
+Airflow scheduler's tasks; their step pods inherit it, dags/lk_dags/pods.py). Which of those
+drivers write one is core.spark.event_log_conf's rule: the ones that end.
+*/}}
+{{- define "lk.sparkEventLogEnv" -}}
+{{- if .Values.sparkHistory.enabled }}
+- name: LK_SPARK_EVENT_LOG_DIR
+  value: {{ include "lk.sparkEventLogDir" . | quote }}
+{{- end }}
+{{- end }}
+
+{{- define "lk.sparkEventLogDir" -}}
+{{- printf "s3a://%s/" (get (include "lk.minio.buckets" . | fromYaml) "events") }}
+{{- end }}
+
 {{- define "lk.sparkDriverPorts" -}}
+{{- if .root.Values.spark.ui.enabled }}
+- name: spark-ui
+  containerPort: {{ .root.Values.spark.ui.port }}
+{{- end }}
 {{- if include "lk.driverOnKubernetes" . }}
 - name: spark-driver
   containerPort: 7078

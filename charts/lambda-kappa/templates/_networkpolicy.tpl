@@ -11,7 +11,8 @@ check reads too (serving checks the store only: `--serving`).
             Kappa replays, data quality), Spark executors (the Kafka source runs on them),
             step pods
   minio:    init (buckets), minio-users (the admin API), the stream drivers, the scheduler,
-            executors, step pods; the serving API does not read MinIO
+            executors, step pods, the Spark History Server (the event logs), the other Airflow
+            components (task logs, airflow.remoteLogging); the serving API does not read MinIO
   postgres: init, serving, the stream drivers (progress, real-time views), every Airflow
             component (its metadata database), executors (JDBC writes), step pods
   and the comparison's Job (both, comparison.enabled) reaches all three: its own drivers run
@@ -30,8 +31,15 @@ check reads too (serving checks the store only: `--serving`).
 {{- end }}
 {{- $comparison := list }}
 {{- if include "lk.comparisonEnabled" . }}{{ $comparison = list "comparison" }}{{ end }}
+{{- $history := list }}
+{{- if .Values.sparkHistory.enabled }}{{ $history = list "spark-history" }}{{ end }}
 kafka: {{ concat (list "init") $drivers $spark $comparison | toJson }}
-minio: {{ concat (list "init" "minio-users") $drivers $spark $comparison | toJson }}
+{{- /* Task logs on MinIO: the other Airflow components read (api-server) or write them. */}}
+{{- $logs := list }}
+{{- if include "lk.airflow.remoteLogging" . }}
+{{- $logs = list "airflow-api-server" "airflow-dag-processor" "airflow-triggerer" }}
+{{- end }}
+minio: {{ concat (list "init" "minio-users") $drivers $spark $comparison $history $logs | toJson }}
 postgres: {{ concat (list "init" "serving") $drivers $spark $airflow $comparison | toJson }}
 {{- end }}
 
@@ -67,7 +75,7 @@ Call: (dict "root" $ "components" (list ...) "stepPods" true)
 One NetworkPolicy selecting a component's pods, with its ingress rules.
 Call: (dict "root" $ "component" "kafka" "ingress" (list (dict "ports" (list "kafka") "from" "<yaml>")))
 A rule without "from" admits any source on its ports, one without "ports" any port of its
-sources; ports are port names or numbers.
+sources; ports are port names or numbers, TCP unless the rule says "protocol" "UDP".
 */}}
 {{- define "lk.networkPolicy" -}}
 apiVersion: networking.k8s.io/v1
@@ -84,9 +92,10 @@ spec:
   ingress:
     {{- range .ingress }}
     {{- $rule := dict }}
+    {{- $protocol := .protocol | default "TCP" }}
     {{- with .ports }}
     {{- $ports := list }}
-    {{- range . }}{{ $ports = append $ports (dict "protocol" "TCP" "port" .) }}{{ end }}
+    {{- range . }}{{ $ports = append $ports (dict "protocol" $protocol "port" .) }}{{ end }}
     {{- $_ := set $rule "ports" $ports }}
     {{- end }}
     {{- with .from }}

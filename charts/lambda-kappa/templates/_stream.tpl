@@ -17,6 +17,9 @@ run `find` on that folder (no Python, no JVM: milliseconds of CPU):
 The driver's Spark master is stream.sparkMaster, else spark.master: on a small node the stream
 drivers may run Spark in their own pod while the batch layer's steps start executor pods.
 
+Metrics (metrics.enabled): the driver serves its stream metrics on LK_METRICS_PORT (the
+container port `metrics`, 9108), announced by the prometheus.io annotations (_metrics.tpl).
+
 Call: (dict "root" $ "component" "speed-layer" "args" (list ...) "values" .Values.speedLayer)
 The component's name is also its MinIO user (lk.minio.access).
 */}}
@@ -52,9 +55,13 @@ spec:
     metadata:
       labels:
         {{- include "lk.labels" (dict "root" $root "component" .component) | nindent 8 }}
-      {{- if include "lk.driverOnKubernetes" $driver }}
+      {{- $annotations := include "lk.metrics.podAnnotations" (dict "root" $root "component" .component) }}
+      {{- if or $annotations (include "lk.driverOnKubernetes" $driver) }}
       annotations:
+        {{- with $annotations }}{{ . | nindent 8 }}{{ end }}
+        {{- if include "lk.driverOnKubernetes" $driver }}
         checksum/spark-conf: {{ include (print $root.Template.BasePath "/spark/spark-configmap.yaml") $root | sha256sum }}
+        {{- end }}
       {{- end }}
     spec:
       enableServiceLinks: false
@@ -80,8 +87,19 @@ spec:
             {{- include "lk.env" (dict "root" $root "sparkDriverMemory" .values.sparkDriverMemory "minioUser" .component "postgres" "writer" "sparkMaster" $driver.master) | nindent 12 }}
             - name: LK_STREAM_HEARTBEAT_DIR
               value: {{ include "lk.stream.heartbeatDir" $root }}
+            {{- if $root.Values.metrics.enabled }}
+            - name: LK_METRICS_PORT
+              value: {{ include "lk.metrics.streamPort" $root | quote }}
+            # Scraped on the pod's IP, like `lk serve --host 0.0.0.0`.
+            - name: LK_METRICS_HOST
+              value: "0.0.0.0"
+            {{- end }}
             {{- include "lk.sparkDriverEnv" $driver | nindent 12 }}
-          {{- with (include "lk.sparkDriverPorts" $driver) }}
+          {{- $ports := include "lk.sparkDriverPorts" $driver }}
+          {{- if $root.Values.metrics.enabled }}
+          {{- $ports = printf "- name: metrics\n  containerPort: %s\n%s" (include "lk.metrics.streamPort" $root) (trim $ports) }}
+          {{- end }}
+          {{- with trim $ports }}
           ports:
             {{- . | nindent 12 }}
           {{- end }}
@@ -113,4 +131,25 @@ spec:
         - name: tmp
           emptyDir: {}
         {{- include "lk.sparkDriverVolumes" $driver | nindent 8 }}
+{{- end }}
+
+
+{{/*
+A stream driver's NetworkPolicy: the scrapers on `metrics` (metrics.scrapeFrom) and, in client
+mode on Kubernetes, its executors on the callback ports. None when neither applies: the
+release's default deny covers the pod.
+Call: (dict "root" $ "component" "speed-layer")
+*/}}
+{{- define "lk.stream.networkPolicy" -}}
+{{- $root := .root -}}
+{{- if $root.Values.networkPolicies.enabled }}
+{{- $rules := include "lk.metrics.scrapeRules" . | fromJsonArray }}
+{{- if include "lk.sparkOnKubernetes" $root }}
+{{- $rules = append $rules (dict "ports" (list "spark-driver" "spark-blockmgr") "from" (include "lk.netpol.peers" (dict "root" $root "components" (list "spark-executor")))) }}
+{{- end }}
+{{- if $rules }}
+# A stream driver: {{ if include "lk.sparkOnKubernetes" $root }}its executors call back on its fixed ports; {{ end }}the scrapers read its metrics.
+{{ include "lk.networkPolicy" (dict "root" $root "component" .component "ingress" $rules) }}
+{{- end }}
+{{- end }}
 {{- end }}

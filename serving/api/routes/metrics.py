@@ -1,4 +1,5 @@
-"""`GET /metrics`: Prometheus's text format (`serving.metrics`); no store access."""
+"""`GET /metrics`: Prometheus's text format (`serving.metrics`); one store read per scrape, for
+what the batch steps and quality gates recorded (`serving.store_metrics`)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ router = APIRouter(tags=["metrics"])
     },
 )
 async def metrics(request: Request, metrics: MetricsDep) -> Response:
-    """Request latency per view, the store pools' use, and the stream progress the API saw."""
+    """Request latency per view, the store pools' use, the stream progress the API saw, and the
+    batch runs and quality gates recorded in the store."""
     pool: Any = getattr(request.app.state, "pool", None)
+    await metrics.store.refresh(pool)  # before the pool's stats: its own use counts too
     if pool is not None:  # this worker's pool now; the other workers' as of their last second
         metrics.observe_pool(pool.pop_stats())
     # In multiprocess mode this reads every worker's files: off the event loop.

@@ -71,14 +71,38 @@ Call: (dict "root" $ "tasks" true)
   value: "1"
 - name: AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK
   value: "True"
+{{- if include "lk.metrics.statsd" $root }}
+# Metrics: StatsD over UDP to the chart's statsd exporter, tags InfluxDB-style (dag_id,
+# task_id, state... become labels there); only the tagged names, not also the legacy ones
+# with the ids inside the name (the same metric twice). job_id and run_id stay out
+# (statsd_disabled_tags' default): one series per run would grow without end.
+- name: AIRFLOW__METRICS__STATSD_ON
+  value: "True"
+- name: AIRFLOW__METRICS__STATSD_HOST
+  value: {{ include "lk.componentName" (dict "root" $root "component" "statsd-exporter") }}
+- name: AIRFLOW__METRICS__STATSD_PORT
+  value: {{ include "lk.metrics.statsdUdpPort" $root | quote }}
+- name: AIRFLOW__METRICS__STATSD_PREFIX
+  value: airflow
+- name: AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED
+  value: "True"
+- name: AIRFLOW__METRICS__LEGACY_NAMES_ON
+  value: "False"
+{{- end }}
 {{- if include "lk.lambdaEnabled" $root }}
 # The Lambda batch DAG's wiring; absent in kappa, where the DAG files define no Lambda DAG.
 - name: LK_BATCH_SCHEDULE
   value: {{ $root.Values.batchLayer.schedule | quote }}
+- name: LK_DQ_SCHEDULE
+  value: {{ $root.Values.dataQuality.schedule | quote }}
 {{- end }}
 {{ include "lk.airflow.backendEnv" $root }}
+{{- if include "lk.airflow.remoteLogging" $root }}
+{{ include "lk.airflow.remoteLoggingEnv" $root }}
+{{- end }}
 {{- if .tasks }}
 {{ include "lk.env" (dict "root" $root "sparkDriverMemory" $root.Values.airflow.scheduler.sparkDriverMemory "minioUser" "airflow" "postgres" "writer") }}
+{{- include "lk.sparkEventLogEnv" $root }}
 {{- else }}
 {{ include "lk.env" (dict "root" $root "sparkDriverMemory" $root.Values.airflow.scheduler.sparkDriverMemory) }}
 {{- end }}
@@ -178,4 +202,46 @@ credentials as references to the same Secret (dags/lk_dags/pods.py). */}}
   value: {{ include "lk.componentName" (dict "root" . "component" "spark-conf") | quote }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* True (non-empty) when task logs go to MinIO (airflow.remoteLogging.enabled). */}}
+{{- define "lk.airflow.remoteLogging" -}}
+{{- if and .Values.airflow.enabled .Values.airflow.remoteLogging.enabled }}true{{ end }}
+{{- end }}
+
+{{/*
+Remote logging: the Amazon provider's S3 task handler writes each task try's log to
+s3://lk-logs/<airflow.remoteLogging.folder>/ when the try ends (the scheduler's task processes,
+with the LocalExecutor) and the API server reads it from there, so a log (a step pod's output
+included: the KubernetesPodOperator copies it into the task's log) outlives the scheduler pod.
+Every component gets it: they all share one logging configuration, and the triggerer writes
+the logs of deferred tasks. The connection (AIRFLOW_CONN_LK_LOGS) is assembled by the kubelet
+from the Secret's keys of MinIO user `airflow-logs`, which may touch the logs bucket only; its
+extra carries MinIO's endpoint and path-style addressing (the provider's `endpoint_url` and
+`config_kwargs`). Values of the Secret must need no JSON escaping (generated ones never do).
+*/}}
+{{- define "lk.airflow.logsConnId" -}}lk_logs{{- end }}
+
+{{- define "lk.airflow.remoteLoggingEnv" -}}
+{{- $secret := include "lk.credentialsSecret" . -}}
+{{- $buckets := include "lk.minio.buckets" . | fromYaml -}}
+{{- $endpoint := printf "http://%s:%v" (include "lk.minioHost" .) .Values.minio.port -}}
+- name: AIRFLOW__LOGGING__REMOTE_LOGGING
+  value: "True"
+- name: AIRFLOW__LOGGING__REMOTE_BASE_LOG_FOLDER
+  value: {{ printf "s3://%s/%s" (get $buckets "logs") (trimSuffix "/" .Values.airflow.remoteLogging.folder) | quote }}
+- name: AIRFLOW__LOGGING__REMOTE_LOG_CONN_ID
+  value: {{ include "lk.airflow.logsConnId" . | quote }}
+- name: AIRFLOW_LOGS_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: minio-airflow-logs-user
+- name: AIRFLOW_LOGS_SECRET_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: minio-airflow-logs-password
+- name: {{ printf "AIRFLOW_CONN_%s" (include "lk.airflow.logsConnId" . | upper) }}
+  value: {{ dict "conn_type" "aws" "login" "$(AIRFLOW_LOGS_ACCESS_KEY)" "password" "$(AIRFLOW_LOGS_SECRET_KEY)" "extra" (dict "endpoint_url" $endpoint "region_name" "us-east-1" "config_kwargs" (dict "s3" (dict "addressing_style" "path"))) | toJson | quote }}
 {{- end }}
