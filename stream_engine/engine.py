@@ -215,6 +215,7 @@ class StreamEngine:
         if self._merges is not None:
             self._merges.finish()  # a query started before: its merges are done first
         self._last_end = None  # batch ids of a checkpoint that may have been replaced since
+        self._log_bounds.reopen()  # closed by `finish` of a query started before
         if self.settings.metrics_port is not None:  # served: start from what the store has
             self.count_state()
         stream_metrics.watch(self.metrics)

@@ -162,7 +162,9 @@ class Freshness:
 
 class ObservedLogBounds(LogBounds):
     """The engine's consumer of the log's bounds, noting the ends of `events` it sees; shared
-    by the query's thread and a scrape (one call at a time), never reopened once closed."""
+    by the query's thread and a scrape (one call at a time). Closed when the engine's query
+    stops, it opens again only when the engine starts another (`reopen`): a scrape of a
+    stopped stream never leaves a consumer open."""
 
     def __init__(self, settings: Settings, freshness: Freshness) -> None:
         super().__init__(settings)
@@ -183,6 +185,11 @@ class ObservedLogBounds(LogBounds):
         with self._lock:
             self._closed = True
             super().close()
+
+    def reopen(self) -> None:
+        """A new query of the engine: its micro-batches ask the bounds again."""
+        with self._lock:
+            self._closed = False
 
 
 class StreamMetrics:
