@@ -10,10 +10,11 @@ batch run, replay, test and demo step that starts Spark pays that start.
 `lk stack up` writes the archive once into the cache (`build`): a short training run
 (`core.class_archive_training`) does what Spark jobs here do, on a few records, in a JVM that
 dumps its classes when it exits. The archive is only good for the JVM and the classpath it was
-made with, paths included, so its file name carries a fingerprint of both (the JDK; pyspark's
-version and place, i.e. the virtual environment; the connector jars): a new JDK, another
-checkout or another jar set finds no archive, and `lk stack up` makes one; the three most
-recent stay in the cache. A JVM started without one, or in a container image, runs as before.
+made with, paths and jar times included, so its file name carries a fingerprint of both (the
+JDK; pyspark's version and place, i.e. the virtual environment; every jar's size and time): a
+new JDK, another checkout, a venv made anew or another jar set finds no archive, and `lk stack
+up` makes one; the three most recent stay in the cache. A JVM started without one, or in a
+container image, runs as before.
 """
 
 from __future__ import annotations
@@ -50,14 +51,19 @@ def archive_path(settings: Settings) -> Path | None:
     if java is None or not java.is_file():
         return None
     stat = java.stat()
-    # The classpath is checked by path: pyspark's own jars (the virtual environment's place)
-    # and the connector jars' folder are part of what the archive is good for.
+    # The JVM checks each jar of the classpath it maps the archive with by path, size and
+    # modification time, and refuses (with a warning on stdout) an archive whose jars differ:
+    # pyspark's own jars (the virtual environment's place; a venv made anew, as on a fresh
+    # clone, has new times) and the connector jars are part of what the archive is good for.
     spec = find_spec("pyspark")
-    pyspark_home = str(Path(spec.origin).parent) if spec and spec.origin else "?"
+    pyspark_home = Path(spec.origin).parent if spec and spec.origin else None
     identity = [str(java), str(stat.st_size), str(stat.st_mtime_ns)]
-    identity += [version("pyspark"), pyspark_home, str(settings.spark_jars_path)]
-    for jar in sorted(settings.spark_jars_path.glob("*.jar")):
-        identity.append(f"{jar.name}:{jar.stat().st_size}")
+    identity += [version("pyspark"), str(pyspark_home), str(settings.spark_jars_path)]
+    folders = [settings.spark_jars_path, *([pyspark_home / "jars"] if pyspark_home else [])]
+    for folder in folders:
+        for jar in sorted(folder.glob("*.jar")):
+            jar_stat = jar.stat()
+            identity.append(f"{jar}:{jar_stat.st_size}:{jar_stat.st_mtime_ns}")
     digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:16]
     return settings.cache_path / _FOLDER / f"spark-driver-{digest}.jsa"
 
