@@ -12,10 +12,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.times import MINUTE_MS
+
+NONE_ENV = "null"
+"""An unset setting in the environment (`Settings.as_env`)."""
 
 
 class Architecture(StrEnum):
@@ -37,7 +40,11 @@ def _project_home() -> Path:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="LK_", extra="ignore", frozen=True)
+    # `null` in the environment is None: how `as_env` tells a child process that a setting is
+    # unset, whatever the environment it inherits says.
+    model_config = SettingsConfigDict(
+        env_prefix="LK_", extra="ignore", frozen=True, env_parse_none_str=NONE_ENV
+    )
 
     architecture: Architecture = Architecture.LAMBDA
 
@@ -212,13 +219,6 @@ class Settings(BaseSettings):
     # How long `lk cluster up` waits for each component to become ready.
     cluster_startup_timeout_s: float = 180.0
 
-    @field_validator("spark_event_log_dir", mode="before")
-    @classmethod
-    def _empty_is_none(cls, value: object) -> object:
-        """An empty LK_SPARK_EVENT_LOG_DIR means none: `as_env` writes it so, and a child
-        process then turns off what its parent's environment turned on."""
-        return None if value == "" else value
-
     @model_validator(mode="after")
     def _serving_bounds(self) -> Self:
         if self.serve_page_limit > self.serve_page_limit_max:
@@ -312,13 +312,12 @@ class Settings(BaseSettings):
 
     def as_env(self) -> dict[str, str]:
         """The environment that makes another process (an `lk` command) read these settings.
-        The event log's folder is written even when None (as empty): a child that inherits a
-        parent's environment (a comparison run's drivers, in a pod that writes event logs)
-        must not write one where these settings do not."""
+        An unset one is written too (`NONE_ENV`): a child that inherits its parent's
+        environment (a comparison run's drivers, in a pod that writes Spark event logs) must
+        not take a value these settings do not have."""
         return {
-            f"LK_{name.upper()}": "" if value is None else str(getattr(value, "value", value))
+            f"LK_{name.upper()}": NONE_ENV if value is None else str(getattr(value, "value", value))
             for name, value in self.model_dump().items()
-            if value is not None or name == "spark_event_log_dir"
         }
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.settings import Settings
+from core.settings import NONE_ENV, Settings
 from core.spark import spark_conf
 
 EVENTS = "s3a://lk-spark-events/"
@@ -73,15 +73,22 @@ def test_a_long_running_stream_driver_writes_no_event_log(settings: Settings) ->
     assert not [key for key in conf if key.startswith("spark.eventLog")]
 
 
-def test_an_empty_folder_means_none_and_a_child_process_is_told_so(settings: Settings) -> None:
+def test_no_folder_is_none_and_a_child_process_is_told_so(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A comparison run's drivers inherit its pod's environment: `as_env` must turn the event
     log off where the run's settings have none (`Settings.namespaced`)."""
-    assert Settings(spark_event_log_dir="").spark_event_log_dir is None
+    monkeypatch.setenv("LK_SPARK_EVENT_LOG_DIR", NONE_ENV)
+    assert Settings().spark_event_log_dir is None
     with_log = settings.model_copy(update={"spark_event_log_dir": EVENTS})
     assert with_log.as_env()["LK_SPARK_EVENT_LOG_DIR"] == EVENTS
     run = with_log.namespaced("cmp-20261128000000")
     assert run.spark_event_log_dir is None
-    assert run.as_env()["LK_SPARK_EVENT_LOG_DIR"] == ""
+    assert run.as_env()["LK_SPARK_EVENT_LOG_DIR"] == NONE_ENV
+    monkeypatch.setenv("LK_SPARK_EVENT_LOG_DIR", EVENTS)  # the pod's, which the child inherits
+    for name, value in run.as_env().items():
+        monkeypatch.setenv(name, value)
+    assert Settings().spark_event_log_dir is None
 
 
 def test_lk_init_creates_the_event_log_bucket_and_a_run_shares_it() -> None:
