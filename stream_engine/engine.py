@@ -237,7 +237,7 @@ class StreamEngine:
         with connect(self.settings) as conn, stream_lock(conn, self.spec.stream):
             progress = realtime.load_progress(conn, self.spec.stream)
             self.metrics.count_state(stored_state.row_counts(conn, self.spec.stream))
-            self.metrics.resume(progress.clocks.greatest, progress.offsets)
+            self.metrics.resume(progress.clocks, progress.offsets)
 
     def _checkpoint_id(self) -> str:
         """The id of the query numbering the batches (Spark wrote it before the first one)."""
@@ -373,7 +373,7 @@ class StreamEngine:
                         late=outcome.late,
                         quarantined=outcome.invalid,
                         state_rows=outcome.state_rows,
-                        clocks=progress.clocks.greatest,
+                        clocks=progress.clocks,
                         offsets=progress.offsets,
                     )
                 self.outcomes.append(outcome)

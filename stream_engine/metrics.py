@@ -29,6 +29,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from core.event_clock import EventClocks
 from core.kafka_io import LogBounds
 
 if TYPE_CHECKING:
@@ -213,8 +214,8 @@ class StreamMetrics:
         # No last-commit series before the first commit: a 0 reads as "committed in 1970".
         self._handed_at: dict[int, float] = {}
         """Per micro-batch handed to the merge, when Spark's side began (for ``total``)."""
-        self._clocks: dict[int, int] = {}
-        """Per partition, the greatest event time committed (epoch ms)."""
+        self._clocks = EventClocks()
+        """The event clocks as last committed (a copy: a scrape reads them from its thread)."""
         self._state_lock = threading.Lock()
         self._state_rows: dict[str, int] | None = None
         """Per view, the stream's keyed state rows in the store; None: not counted yet."""
@@ -236,7 +237,7 @@ class StreamMetrics:
         late: int,
         quarantined: int,
         state_rows: Mapping[str, int],
-        clocks: Mapping[int, int],
+        clocks: EventClocks,
         offsets: Mapping[str, int],
     ) -> None:
         """A micro-batch is committed: readers see it (`offsets`: the stream's progress, per
@@ -264,9 +265,9 @@ class StreamMetrics:
                 for view, change in state_rows.items():
                     self._state_rows[view] = self._state_rows.get(view, 0) + change
 
-    def resume(self, clocks: Mapping[int, int], offsets: Mapping[str, int]) -> None:
+    def resume(self, clocks: EventClocks, offsets: Mapping[str, int]) -> None:
         """Where the stream's commits stand: its event clocks and the offsets readers see."""
-        self._clocks = dict(clocks)  # replaced whole: a scrape reads one or the other
+        self._clocks = EventClocks(dict(clocks.greatest))  # replaced whole: a scrape reads one
         prefix = f"{self.events_topic}/"
         self.freshness.commit(
             {int(k.removeprefix(prefix)): v for k, v in offsets.items() if k.startswith(prefix)}
@@ -285,8 +286,10 @@ class StreamMetrics:
     # -- read at a scrape ---------------------------------------------------------------------
 
     def watermarks_ms(self) -> dict[int, int]:
-        """Per partition, its watermark: its clock less the delay (epoch ms)."""
-        return {p: ms - self.delay_ms for p, ms in self._clocks.items()}
+        """Per partition, its watermark: what is late there (`EventClocks.threshold`, epoch ms)."""
+        clocks = self._clocks
+        found = {p: clocks.threshold(p, self.delay_ms) for p in clocks.greatest}
+        return {p: ms for p, ms in found.items() if ms is not None}
 
     def state_rows(self) -> dict[str, int] | None:
         with self._state_lock:

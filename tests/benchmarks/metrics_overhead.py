@@ -182,6 +182,7 @@ def in_process(rounds: int) -> dict[str, float]:
     """The metrics' own calls: one micro-batch's (both sides), and one scrape."""
     from prometheus_client import REGISTRY, generate_latest
 
+    from core.event_clock import EventClocks
     from stream_engine import metrics
     from stream_engine.metrics import Stopwatch, StreamMetrics
 
@@ -190,7 +191,7 @@ def in_process(rounds: int) -> dict[str, float]:
     stream.bounds = lambda topic: {}  # type: ignore[assignment]  # no Kafka: the calls alone
     stream.count_state({"page_views": 1000})
     metrics.watch(stream)
-    clocks = {p: 1_700_000_000_000 for p in range(6)}
+    clocks = EventClocks({p: 1_700_000_000_000 for p in range(6)})
     offsets = {f"{settings.events_topic}/{p}": 0 for p in range(6)}
     records = {settings.events_topic: 200, settings.profiles_topic: 0}
     changes = {"page_views": 3, "unique_users": 2, "search_ctr": 1}

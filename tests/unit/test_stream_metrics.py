@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from batch_layer import metrics as archiver_metrics
 from core import metrics_server
+from core.event_clock import EventClocks
 from core.settings import Settings
 from stream_engine import metrics
 from stream_engine.metrics import Freshness, Stopwatch, StreamMetrics
@@ -77,7 +78,7 @@ def _committed(stream: StreamMetrics, batch_id: int, **overrides: object) -> Non
         "late": 1,
         "quarantined": 2,
         "state_rows": {"page_views": 3, "sessions": 0},
-        "clocks": {0: 1_000_000, 1: 2_000_000},
+        "clocks": EventClocks({0: 1_000_000, 1: 2_000_000}),
         "offsets": {"ev-test/0": 4, "ev-test/1": 3, "pr-test/0": 2},
     }
     values.update(overrides)
