@@ -23,8 +23,8 @@ them (absent, not stale).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, TypeVar
 
 import psycopg
 from prometheus_client.core import GaugeMetricFamily
@@ -34,6 +34,8 @@ from psycopg_pool import AsyncConnectionPool
 from core.store import step_runs
 
 log = logging.getLogger(__name__)
+
+LabelValues = TypeVar("LabelValues", bound=tuple[str, ...])
 
 
 class StoreMetrics(Collector):
@@ -61,49 +63,50 @@ class StoreMetrics(Collector):
         found = self.latest
         if found is None:
             return
-        runs = GaugeMetricFamily(
+        yield _gauges(
             "lk_batch_run_duration_seconds",
             "Duration of each pipeline step's last run (lk step, an Airflow task).",
-            labels=["step"],
+            ["step"],
+            {(step,): seconds for step, seconds in found.step_seconds.items()},
         )
-        for step, seconds in sorted(found.step_seconds.items()):
-            runs.add_metric([step], seconds)
-        yield runs
-        rows = GaugeMetricFamily(
+        yield _gauges(
             "lk_batch_view_rows",
             "Rows of each view in the published Lambda batch version.",
-            labels=["view"],
+            ["view"],
+            {(view,): count for view, count in found.view_rows.items()},
         )
-        for view, count in sorted(found.view_rows.items()):
-            rows.add_metric([view], count)
-        yield rows
         if found.last_published_s is not None:
             yield GaugeMetricFamily(
                 "lk_batch_last_success_timestamp_seconds",
                 "When a Lambda batch version was last published (epoch seconds).",
                 value=found.last_published_s,
             )
-        success = GaugeMetricFamily(
+        yield _gauges(
             "lk_quality_gate_success",
             "Latest result of each quality suite per layer: 1 passed, 0 failed.",
-            labels=["layer", "suite"],
+            ["layer", "suite"],
+            found.gate_success,
         )
-        failed = GaugeMetricFamily(
+        yield _gauges(
             "lk_quality_gate_failed_expectations",
             "Failed expectations in the latest result of each quality suite per layer.",
-            labels=["layer", "suite"],
+            ["layer", "suite"],
+            found.gate_failed,
         )
-        for key in sorted(found.gate_success):
-            success.add_metric(list(key), found.gate_success[key])
-            failed.add_metric(list(key), found.gate_failed[key])
-        yield success
-        yield failed
-        watermarks = GaugeMetricFamily(
+        yield _gauges(
             "lk_kappa_version_watermark_seconds",
             "Event-time watermark of each Kappa version, live (published) or being replayed "
             "(building), in epoch seconds.",
-            labels=["version", "status"],
+            ["version", "status"],
+            found.kappa_watermark_s,
         )
-        for (version, status), seconds in sorted(found.kappa_watermark_s.items()):
-            watermarks.add_metric([version, status], seconds)
-        yield watermarks
+
+
+def _gauges(
+    name: str, documentation: str, labels: list[str], values: Mapping[LabelValues, float]
+) -> GaugeMetricFamily:
+    """One gauge family, a sample per label values, in their order."""
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    for key in sorted(values):
+        family.add_metric(list(key), values[key])
+    return family
