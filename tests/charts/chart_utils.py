@@ -26,6 +26,16 @@ KIND_VALUES = ROOT / "infra" / "kind" / "values.yaml"
 RELEASE = "lk"  # `make install`'s default: a Service `lk-kafka` would inject LK_KAFKA_PORT=tcp://…
 NAMESPACE = "lambda-kappa"
 KUBE_VERSIONS = ("1.31", "1.33")  # the oldest the chart supports; kind's node (infra/kind)
+MINIO_USERS = (
+    "airflow",
+    "airflow-logs",
+    "archiver",
+    "init",
+    "kappa-stream",
+    "spark-history",
+    "speed-layer",
+)
+"""The MinIO users the chart makes in every architecture (the comparison's besides, in `both`)."""
 
 Manifest = dict[str, Any]
 

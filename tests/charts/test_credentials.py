@@ -11,6 +11,7 @@ import yaml
 
 from tests.charts.chart_utils import (
     CHART_DIR,
+    MINIO_USERS,
     WORKLOAD_KINDS,
     Rendered,
     containers,
@@ -21,15 +22,6 @@ from tests.charts.chart_utils import (
     render_set,
 )
 
-MINIO_USERS = (
-    "airflow",
-    "airflow-logs",
-    "archiver",
-    "init",
-    "kappa-stream",
-    "spark-history",
-    "speed-layer",
-)
 SECRET_KEYS = {
     "minio-root-user",
     "minio-root-password",

@@ -10,6 +10,7 @@ import pytest
 
 from core.settings import Settings
 from tests.charts.chart_utils import (
+    MINIO_USERS,
     WORKLOAD_KINDS,
     Manifest,
     Rendered,
@@ -20,21 +21,12 @@ from tests.charts.chart_utils import (
     render_set,
 )
 
-MINIO_USERS = {
-    "airflow",
-    "airflow-logs",
-    "archiver",
-    "init",
-    "kappa-stream",
-    "spark-history",
-    "speed-layer",
-}
 COMPARISON_MODES = {"both", "pod-backend"}
 """The value sets in `both` mode, where the comparison's Job and its MinIO user exist."""
 
 
 def _users(value_set: str) -> set[str]:
-    return MINIO_USERS | ({"comparison"} if value_set in COMPARISON_MODES else set())
+    return set(MINIO_USERS) | ({"comparison"} if value_set in COMPARISON_MODES else set())
 
 
 # What the code reads and writes (core/settings.py bucket names): the chart's one access map.
