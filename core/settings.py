@@ -156,14 +156,11 @@ class Settings(BaseSettings):
     # The local Airflow (infra/airflow): its API server and UI port on loopback.
     airflow_port: int = 18080
     # Where a DAG's Spark step runs: `local` in the task's process (Spark master `spark_master`),
-    # `kubernetes` in a pod of its own (`lk step ...` in `k8s_image`, KubernetesPodOperator).
+    # `kubernetes` in a pod of its own (`lk step ...`, KubernetesPodOperator) made from the pod
+    # template file the chart renders and mounts (its image, identity, settings and Secret's
+    # keys: charts/lambda-kappa, `lk.airflow.stepPod`).
     spark_backend: SparkBackend = SparkBackend.LOCAL
-    k8s_namespace: str | None = None  # None: the namespace Airflow runs in
-    k8s_image: str = "lambda-kappa/app:0.1.0"
-    k8s_service_account: str | None = None
-    # The name of the chart's credentials Secret (its keys: dags/lk_dags/pods.py), not a value.
-    k8s_credentials_secret: str = "lk-credentials"  # noqa: S105
-    k8s_spark_conf_configmap: str | None = None  # spark-defaults.conf for a k8s:// master
+    k8s_pod_template_file: str | None = None
 
     # Serving API.
     serve_port: int = 8000
@@ -204,6 +201,9 @@ class Settings(BaseSettings):
     kubernetes_version: str = "v1.34.4"  # kube-apiserver, kubelet, ... built from the Go proxy
     coredns_version: str = "v1.15.0"  # the cluster DNS, built with `go install`
     helm_version: str = "v3.22.0"  # helm, built with `go install` (the chart is apiVersion v2)
+    etcd_version: str = "v3.6.16"  # the API's store, built from the Go proxy (1.34 expects 3.6)
+    # The NetworkPolicy agent: kubernetes-sigs' kube-network-policies, kind's own, from the Go proxy
+    network_policy_agent_version: str = "v0.8.0"
     cluster_node_name: str = "lk-node"  # the node's name (and its kubelet's user)
     cluster_netns: str = "lk-cluster"  # the network namespace (/run/netns/<name>) of the cluster
     # The node's IP: on the loopback interface of the netns; the apiserver, kubelet and CoreDNS

@@ -1,11 +1,12 @@
 # A real one-node Kubernetes without Docker (infra/cluster): included by the Makefile
 # (`include infra/cluster.mk`); `make help` lists these targets. Needs root, Go, gcc, and
-# Debian's etcd-server, containerd, runc, containernetworking-plugins, iptables, conntrack.
+# Debian's containerd, runc, containernetworking-plugins, iptables, nftables, conntrack
+# (`infra/bootstrap.sh --cluster` installs them; etcd is built from the Go proxy).
 
 ##@ Kubernetes (local cluster, no Docker)
 
 .PHONY: cluster-build
-cluster-build: ## Build what the cluster needs (Kubernetes, CoreDNS, helm, pause), start nothing
+cluster-build: ## Build what the cluster needs (Kubernetes, etcd, the NetworkPolicy agent, CoreDNS, helm, pause), start nothing
 	$(LK) cluster build
 
 .PHONY: cluster-up

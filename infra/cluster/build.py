@@ -4,13 +4,18 @@
   kubectl): ``go build`` of ``k8s.io/kubernetes`` from the Go module proxy, through a small
   module whose go.mod requires it and replaces each split-out ``k8s.io/*`` module (the
   ``=> ./staging/...`` lines of Kubernetes' own go.mod) by its ``v0.x.y`` release.
+- etcd: ``go build`` of a three-line main calling ``etcdmain.Main`` from
+  ``go.etcd.io/etcd/server/v3`` (whose own go.mod replaces its siblings by local folders, so
+  ``go install`` refuses it).
+- The NetworkPolicy agent (kube-network-policies): its module's source, with the change
+  ``infra.cluster.network_policies`` explains, built in a copy; its image holds that binary.
 - CoreDNS and helm: ``go install module@version``.
 - The pause image: ``gcc -static`` of Kubernetes' ``build/pause/linux/pause.c``, packed as an
   OCI image by ``infra.cluster.images``; and the smoke test's busybox image from Debian's
   static busybox.
 
 Every artifact has a marker file holding its inputs' fingerprint: a second run builds nothing,
-and a change of version builds again. etcd, containerd, runc and the CNI plugins are Debian's.
+and a change of version builds again. containerd, runc and the CNI plugins are Debian's.
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from core.settings import Settings
-from infra.cluster import images, paths
+from infra.cluster import images, network_policies, paths
 from infra.stack.artifacts import inputs_fingerprint, is_current, require_tool
 from infra.stack.process import StackError
 
@@ -258,9 +264,114 @@ def busybox_image_archive(settings: Settings) -> Path:
     return archive
 
 
+_ETCD_MODULE = "go.etcd.io/etcd"
+_ETCD_MAIN = """package main
+
+import (
+\t"os"
+
+\t"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+"""
+
+
+def etcd_go_mod(version: str) -> str:
+    """The build module: the server and its sibling modules, all at the release."""
+    siblings = ("server/v3", "api/v3", "client/pkg/v3", "client/v3", "pkg/v3")
+    requires = "\n".join(f"\t{_ETCD_MODULE}/{m} {version}" for m in siblings)
+    return f"module lambda-kappa.local/etcd-build\n\ngo 1.24.0\n\nrequire (\n{requires}\n)\n"
+
+
+def etcd(settings: Settings, progress: Progress) -> Path:
+    version = settings.etcd_version
+    out = paths.tools_bin_dir(settings) / "etcd"
+    marker = paths.tools_bin_dir(settings) / "etcd.version"
+    go_mod = etcd_go_mod(version)
+    fingerprint = inputs_fingerprint(go_mod, _ETCD_MAIN)
+    if out.is_file() and is_current(marker, fingerprint):
+        return out
+    progress(f"building etcd {version} (go build, about a minute with Kubernetes' build cache)")
+    go = require_tool("go", "install Go to build tools from the Go module proxy")
+    src = paths.build_dir(settings) / "etcd-src"
+    src.mkdir(parents=True, exist_ok=True)
+    (src / "go.mod").write_text(go_mod)
+    (src / "main.go").write_text(_ETCD_MAIN)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ldflags = "-s -w"
+    _run(
+        [go, "build", "-ldflags", ldflags, "-o", str(out), "."],
+        go_env(settings, mod_mode=True),
+        src,
+        "go build etcd",
+    )
+    marker.write_text(fingerprint)
+    return out
+
+
+def network_policy_agent(settings: Settings, progress: Progress) -> Path:
+    """kube-network-policies' static binary, changed as infra.cluster.network_policies says."""
+    name, module = network_policies.NAME, network_policies.MODULE
+    version = settings.network_policy_agent_version
+    out = paths.tools_bin_dir(settings) / name
+    marker = paths.tools_bin_dir(settings) / f"{name}.version"
+    fingerprint = inputs_fingerprint(version, *network_policies.fingerprint())
+    if out.is_file() and is_current(marker, fingerprint):
+        return out
+    progress(f"building {name} {version} (go build, about a minute)")
+    go = require_tool("go", "install Go to build tools from the Go module proxy")
+    download = _run(
+        [go, "mod", "download", "-json", f"{module}@{version}"],
+        go_env(settings, mod_mode=False),
+        settings.cache_path,
+        f"go mod download {module}",
+    )
+    src = paths.build_dir(settings) / name
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.copytree(json.loads(download)["Dir"], src)
+    for path in (src, *src.rglob("*")):  # the module cache's copy is read-only
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    package = src / "pkg" / "networkpolicy"
+    controller = package / "controller.go"
+    controller.write_text(network_policies.patch_controller(controller.read_text()))
+    (package / "nfqueue_target.go").write_text(network_policies.QUEUE_TARGET_GO)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _run(
+        [go, "build", "-ldflags", "-s -w", "-o", str(out), "./cmd"],
+        go_env(settings, mod_mode=True),
+        src,
+        f"go build {name}",
+    )
+    marker.write_text(fingerprint)
+    return out
+
+
+def network_policy_agent_image_archive(settings: Settings, progress: Progress) -> Path:
+    """The agent's image: its static binary alone, as an OCI archive."""
+    name = network_policies.NAME
+    content = network_policy_agent(settings, progress).read_bytes()
+    out_dir = paths.images_dir(settings)
+    archive = out_dir / f"{name}.oci.tar"
+    marker = out_dir / f"{name}.built"
+    image = network_policies.image_name(settings)
+    fingerprint = inputs_fingerprint(hashlib.sha256(content).hexdigest(), image)
+    if archive.is_file() and is_current(marker, fingerprint):
+        return archive
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spec = images.ImageSpec(
+        name=image, files=(images.ImageFile(f"bin/{name}", content),), entrypoint=(f"/bin/{name}",)
+    )
+    archive.write_bytes(images.oci_archive(spec))
+    marker.write_text(fingerprint)
+    return archive
+
+
 def build_all(settings: Settings, progress: Progress) -> None:
     """Everything `lk cluster up` needs; instant when cached."""
     kubernetes_binaries(settings, progress)
+    etcd(settings, progress)
+    network_policy_agent_image_archive(settings, progress)
     coredns(settings, progress)
     helm(settings, progress)
     pause_image_archive(settings, progress)

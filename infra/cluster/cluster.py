@@ -2,7 +2,8 @@
 
 The steps carry kubernetes-the-hard-way's names: build (what it downloads, we build from the
 registries), certificates, kubeconfigs, etcd, control plane, worker (containerd, CNI, kubelet,
-kube-proxy), DNS, then ``smoke_test`` (infra/cluster/smoke.py) and ``cleanup`` (``down``).
+kube-proxy), DNS, the NetworkPolicy agent, then ``smoke_test`` (infra/cluster/smoke.py) and
+``cleanup`` (``down``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from infra.cluster import (
     images,
     kubeconfigs,
     network,
+    network_policies,
     paths,
     pki,
     provisioner,
@@ -55,11 +57,11 @@ STORAGE_CLASS = "standard"
 SYSTEM_TOOLS = {
     "ip": "iproute2",
     "nsenter": "util-linux",
-    "etcd": "etcd-server",
     "containerd": "containerd",
     "ctr": "containerd",
     "runc": "runc",
     "iptables": "iptables",
+    "nft": "nftables",
     "conntrack": "conntrack",
     "go": "golang (1.24+)",
     "gcc": "gcc libc6-dev",
@@ -173,13 +175,16 @@ def apply_bootstrap(settings: Settings) -> None:
 
 # -- 3. the node's images ---------------------------------------------------------------------
 def import_node_images(settings: Settings) -> list[str]:
-    """The pause image (every pod's sandbox; never pulled: no registry) and the smoke test's
-    busybox, imported once into containerd and pinned."""
+    """The pause image (every pod's sandbox; never pulled: no registry), the smoke test's
+    busybox and the NetworkPolicy agent's, imported once into containerd and pinned."""
     present = images.image_names(settings)
     imported = []
     wanted = {
         build.PAUSE_IMAGE: build.pause_image_archive(settings, lambda _m: None),
         build.BUSYBOX_IMAGE: build.busybox_image_archive(settings),
+        network_policies.image_name(settings): build.network_policy_agent_image_archive(
+            settings, lambda _m: None
+        ),
     }
     for name, archive in wanted.items():
         if name not in present:
@@ -253,6 +258,18 @@ def up(settings: Settings, progress: Progress = print) -> None:
             f"{kubelet.log_tail(1) or 'no log output'}"
         )
     progress(f"node {settings.cluster_node_name} Ready")
+    # NetworkPolicies enforced before any workload: the chart's are then what pods live by
+    started = time.monotonic()
+    api.apply(settings, network_policies.objects(settings))
+    if not wait_until(
+        lambda: network_policies.ready(settings), settings.cluster_startup_timeout_s, 0.5
+    ):
+        raise StackError(
+            f"the NetworkPolicy agent ({network_policies.NAME}) did not become ready: "
+            f"kubectl -n {network_policies.NAMESPACE} logs daemonset/{network_policies.NAME}"
+        )
+    took = time.monotonic() - started
+    progress(f"{network_policies.NAME:<24} ready in {took:.1f}s  (NetworkPolicies enforced)")
 
 
 # -- down (kubernetes-the-hard-way: "Cleaning Up") -----------------------------------------

@@ -159,7 +159,7 @@ class ApiRelay(ProjectProcess):
 
 
 class Etcd(Component):
-    """etcd (Debian's 3.4), plain HTTP on the namespace's loopback only."""
+    """etcd (built from the Go proxy: build.etcd), plain HTTP on the namespace's loopback only."""
 
     name = "etcd"
 
@@ -168,10 +168,28 @@ class Etcd(Component):
         return "127.0.0.1:2379 (in netns)"
 
     def binary(self) -> Path:
-        found = shutil.which("etcd")
-        if found is None:
-            raise StackError("etcd is not installed: apt-get install etcd-server")
-        return Path(found)
+        return paths.tools_bin_dir(self.settings) / "etcd"
+
+    @property
+    def version_file(self) -> Path:
+        """The minor version that wrote the data: etcd upgrades one minor version at a time."""
+        return paths.cluster_dir(self.settings) / "etcd.version"
+
+    def start(self) -> None:
+        minor = ".".join(self.settings.etcd_version.lstrip("v").split(".")[:2])
+        data = paths.etcd_dir(self.settings)
+        if data.is_dir() and any(data.iterdir()):
+            try:
+                written = self.version_file.read_text().strip()
+            except FileNotFoundError:
+                written = "3.4"  # clusters before this record ran Debian's etcd 3.4
+            if written != minor:
+                raise StackError(
+                    f"the cluster's etcd data was written by etcd {written}, and etcd {minor} "
+                    "cannot read it: `lk cluster reset` deletes the cluster's data"
+                )
+        super().start()
+        self.version_file.write_text(minor + "\n")
 
     def flags(self) -> list[str]:
         return [

@@ -20,12 +20,12 @@ from tests.charts.chart_utils import (
     render_set,
 )
 
-STEP_POD = "spark-step"  # dags/lk_dags/pods.py: no instance label, matched by part-of
+STEP_POD = "spark-step"  # the chart's step pod template: no instance label, matched by part-of
 PRODUCER = {"lambda-kappa.io/producer": "true"}  # networkPolicies.producers
 EXECUTOR = "spark-executor"
 DRIVERS = {"lambda": {"archiver", "speed-layer"}, "kappa": {"kappa-stream"}}
 AIRFLOW = {"airflow-api-server", "airflow-dag-processor", "airflow-triggerer", "airflow-db-migrate"}
-SCRAPER = "scraper"  # metrics.scrapeFrom's default peer: any pod of any namespace
+SCRAPER = "scraper"  # metrics.scrapeFrom's default peer: any Prometheus of any namespace
 # Each store's metrics port (tests/charts/test_metrics.py checks them all).
 SCRAPE_PORTS = {"kafka": "metrics", "minio": "s3", "postgres": "metrics"}
 
@@ -66,11 +66,14 @@ def _executor_labels(rendered: Rendered) -> dict[str, str]:
     return labels
 
 
-def _step_pod_labels() -> dict[str, str]:
-    text = (ROOT / "dags" / "lk_dags" / "pods.py").read_text()
-    block = re.search(r"labels=\{(.*?)\}", text, re.DOTALL)
-    assert block
-    return dict(re.findall(r'"([^"]+)": "([^"]+)"', block[1]))
+def _step_pod_labels(rendered: Rendered) -> dict[str, str]:
+    """The labels of a step pod: its template's (the chart's ConfigMap airflow-step-pod) and the
+    step's, which dags/lk_dags/pods.py adds."""
+    (config,) = rendered.by_component("ConfigMap", "airflow-step-pod")
+    labels = dict(yaml.safe_load(config["data"]["step-pod.yaml"])["metadata"]["labels"])
+    assert '"lambda-kappa.io/step": step' in (ROOT / "dags" / "lk_dags" / "pods.py").read_text()
+    labels["lambda-kappa.io/step"] = "compute-views"
+    return labels
 
 
 def _peers(rendered: Rendered, component: str) -> dict[str, set[str]]:
@@ -85,7 +88,7 @@ def _peers(rendered: Rendered, component: str) -> dict[str, set[str]]:
 
 
 def _source(peer: Manifest) -> str:
-    if "podSelector" not in peer:  # a namespaceSelector alone: metrics.scrapeFrom's default
+    if "namespaceSelector" in peer:  # any namespace: metrics.scrapeFrom's default
         return SCRAPER
     return str(peer["podSelector"]["matchLabels"].get("app.kubernetes.io/component", "producer"))
 
@@ -149,7 +152,7 @@ class TestStores:
                     if labels == PRODUCER:
                         assert policy["metadata"]["name"] == "lk-kafka"
                     elif labels["app.kubernetes.io/component"] == STEP_POD:
-                        assert _matches(labels, _step_pod_labels())
+                        assert _matches(labels, _step_pod_labels(rendered))
                     else:
                         assert labels["app.kubernetes.io/instance"] == release
 
@@ -162,6 +165,8 @@ def test_every_pod_of_the_release_should_be_isolated(value_set: str) -> None:
     pods = [dict(pod_metadata(o)["labels"]) for o in rendered.of_kind(*WORKLOAD_KINDS)]
     if rendered.by_component("ConfigMap", "spark-conf"):
         pods.append(_executor_labels(rendered))
+    if rendered.by_component("ConfigMap", "airflow-step-pod"):
+        pods.append(_step_pod_labels(rendered))  # no instance label: a policy of its own
     for labels in pods:
         assert _policies_selecting(rendered, labels), labels
 
@@ -207,6 +212,18 @@ class TestWhatEachPodServes:
             STEP_POD,
         }
         assert _matches(executors["spec"]["podSelector"]["matchLabels"], _executor_labels(rendered))
+        # A step pod is a driver too: its executors alone reach it, on the callback ports.
+        step_rules = [
+            rule
+            for policy in _policies_selecting(rendered, _step_pod_labels(rendered))
+            for rule in policy["spec"].get("ingress", [])
+        ]
+        admitted = {
+            str(port["port"]): {_source(peer) for peer in rule["from"]}
+            for rule in step_rules
+            for port in rule["ports"]
+        }
+        assert admitted == {"spark-driver": {EXECUTOR}, "spark-blockmgr": {EXECUTOR}}
 
 
 def test_should_be_switched_off_with_a_value() -> None:
