@@ -104,3 +104,11 @@ kind-down: ## Delete the kind cluster and everything in it
 .PHONY: chart-test
 chart-test: ## Chart tests, offline: render with Helm, lint, validate every object, hadolint
 	$(UV) run pytest tests/charts -q
+
+.PHONY: chart-docs
+chart-docs: ## Write the chart's README (its table of every value) with helm-docs, built from the Go proxy
+	$(UV) run python -m infra.chart docs
+
+.PHONY: chart-package
+chart-package: ## Package the chart into out/chart/, then lint the package and check its README
+	$(UV) run python -m infra.chart package --out out/chart

@@ -3,8 +3,9 @@ the admin's password and the signing keys, kept under the stack folder).
 
 Two cores: LocalExecutor with two task slots, one API-server worker, one parsing process, no
 example DAGs (`airflow standalone` would start 32 workers). The metadata database is `airflow`
-in the stack's Postgres; the DAGs folder is this project's `dags/`. Task logs go to the stack's
-MinIO (`s3://lk-logs/airflow-logs/`), as on the cluster.
+in the stack's Postgres; the DAGs folder is this project's `dags/`, with the DAGs of both
+architectures unless `LK_ARCHITECTURE` says otherwise. Task logs go to the stack's MinIO
+(`s3://lk-logs/airflow-logs/`), as on the cluster.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from core.settings import Settings
+from core.settings import Architecture, Settings
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 DAGS_FOLDER: Final = ROOT / "dags"
@@ -70,12 +71,21 @@ def prepare_home(settings: Settings) -> Path:
     return home
 
 
+def dags_architecture(settings: Settings) -> Architecture:
+    """Whose DAGs the local Airflow loads: both architectures' (so that `kappa_reprocess` can be
+    tried beside Lambda's), unless `LK_ARCHITECTURE` is set."""
+    explicit = "architecture" in settings.model_fields_set
+    return settings.architecture if explicit else Architecture.BOTH
+
+
 def airflow_env(settings: Settings, *, paused: bool = False) -> dict[str, str]:
     """The environment of every Airflow process (and so of the tasks, which read LK_* too)."""
     home = prepare_home(settings)
     url = api_url(settings)
     db = database_url(settings)
     return {
+        # The DAG files and their tasks read the settings from the environment.
+        "LK_ARCHITECTURE": dags_architecture(settings).value,
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",

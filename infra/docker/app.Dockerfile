@@ -13,9 +13,11 @@ ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 FROM ${PYTHON_IMAGE} AS runtime
 # Debian's packages are not pinned to a version: the point release moves with security fixes,
 # and an exact pin would stop building when the mirror drops the old one.
+# procps: `pgrep`, with which the KubernetesPodOperator stops its XCom sidecar (this image,
+# the chart's `xcom_sidecar_container_image`) once it has read a step's result.
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini procps \
  && rm -rf /var/lib/apt/lists/*
 
 # ---- deps: the locked environment, without the project ---------------------------------------

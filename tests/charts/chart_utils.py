@@ -49,6 +49,7 @@ VALUE_SETS: dict[str, tuple[Path, ...]] = {
     "pod-backend": (CI_DIR / "pod-backend-values.yaml",),
     "existing-secret": (CI_DIR / "existing-secret-values.yaml",),
     "custom-resources": (CI_DIR / "custom-resources-values.yaml",),
+    "scheduling": (CI_DIR / "scheduling-values.yaml",),
     "kind-both": (KIND_VALUES, CI_DIR / "both-values.yaml"),
 }
 

@@ -217,6 +217,14 @@ class TestSparkOnKubernetes:
         assert scheduler_env["SPARK_CONF_DIR"] == "/opt/lk/spark-conf"
 
 
+def _step_pod(rendered: Rendered) -> dict:
+    """The DAGs' step pod: the chart's pod_template_file (ConfigMap airflow-step-pod)."""
+    import yaml
+
+    (configmap,) = rendered.by_component("ConfigMap", "airflow-step-pod")
+    return dict(yaml.safe_load(configmap["data"]["step-pod.yaml"]))
+
+
 def _scheduler_spec(rendered: Rendered) -> dict:
     (scheduler,) = rendered.by_component("Deployment", "airflow-scheduler")
     return dict(scheduler["spec"]["template"]["spec"])
@@ -237,6 +245,7 @@ class TestAirflowSparkBackend:
         env = _env(render_set("both"), "airflow-scheduler")
         assert env["LK_SPARK_BACKEND"] == "local"
         assert not [name for name in env if name.startswith("LK_K8S_")]
+        assert render_set("both").by_component("ConfigMap", "airflow-step-pod") == []
 
     def test_kubernetes_wires_the_step_pods_and_lets_the_scheduler_start_them(self) -> None:
         rendered = render_set("pod-backend")
@@ -245,11 +254,38 @@ class TestAirflowSparkBackend:
         (secret,) = rendered.by_component("Secret", "credentials")
         (spark_conf,) = rendered.by_component("ConfigMap", "spark-conf")
         assert env["LK_SPARK_BACKEND"] == "kubernetes"
-        assert env["LK_K8S_NAMESPACE"] == "lambda-kappa"
-        assert env["LK_K8S_IMAGE"] == "lambda-kappa/app:0.1.0"
-        assert env["LK_K8S_SERVICE_ACCOUNT"] == batch_account["metadata"]["name"]
-        assert env["LK_K8S_CREDENTIALS_SECRET"] == secret["metadata"]["name"]
-        assert env["LK_K8S_SPARK_CONF_CONFIGMAP"] == spark_conf["metadata"]["name"]
+        # The step pod is the chart's template, which the scheduler mounts where the DAGs read it.
+        template = env["LK_K8S_POD_TEMPLATE_FILE"]
+        assert template == "/opt/airflow/pod-templates/step-pod.yaml"
+        spec = _scheduler_spec(rendered)
+        (mount,) = (m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "step-pod")
+        assert template.startswith(mount["mountPath"] + "/")
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert volumes["step-pod"]["configMap"]["name"] == "lk-airflow-step-pod"
+        pod = _step_pod(rendered)
+        (base,) = pod["spec"]["containers"]
+        base_env = {e["name"]: e for e in base["env"]}
+        assert pod["metadata"]["namespace"] == "lambda-kappa"
+        assert base["name"] == "base"  # the operator's container, which gets the step's args
+        assert base["image"] == "lambda-kappa/app:0.1.0"
+        assert pod["spec"]["serviceAccountName"] == batch_account["metadata"]["name"]
+        refs = {
+            e["valueFrom"]["secretKeyRef"]["name"]
+            for e in base["env"]
+            if "valueFrom" in e and "secretKeyRef" in e["valueFrom"]
+        }
+        assert refs == {secret["metadata"]["name"]}
+        assert (
+            base_env["LK_MINIO_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["key"]
+            == "minio-airflow-user"
+        )
+        assert (
+            base_env["LK_POSTGRES_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"]
+            == "postgres-password"
+        )
+        pod_volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        assert pod_volumes["spark-conf"]["configMap"]["name"] == spark_conf["metadata"]["name"]
+        assert pod["spec"]["automountServiceAccountToken"] is True  # it starts executor pods
         (launcher,) = rendered.by_component("Role", "airflow-pod-launcher")
         rights = {r: set(rule["verbs"]) for rule in launcher["rules"] for r in rule["resources"]}
         assert {"create", "get", "watch", "delete"} <= rights["pods"]
@@ -257,7 +293,6 @@ class TestAirflowSparkBackend:
         assert "get" in rights["pods/log"]
         role, account = _binding_of(rendered, "airflow-pod-launcher")
         assert (role, account) == (launcher["metadata"]["name"], batch_account["metadata"]["name"])
-        spec = _scheduler_spec(rendered)
         assert spec["serviceAccountName"] == account
         assert spec["automountServiceAccountToken"] is True
 
@@ -280,9 +315,10 @@ class TestAirflowSparkBackend:
         assert rendered.by_component("RoleBinding", "spark-reprocess") == []
         assert rendered.by_component("Role", "spark-driver") == []
         assert _binding_of(rendered, "airflow-pod-launcher")[1] == account["metadata"]["name"]
-        env = _env(rendered, "airflow-scheduler")
-        assert env["LK_K8S_SERVICE_ACCOUNT"] == account["metadata"]["name"]
-        assert "LK_K8S_SPARK_CONF_CONFIGMAP" not in env
+        pod = _step_pod(rendered)
+        assert pod["spec"]["serviceAccountName"] == account["metadata"]["name"]
+        assert "spark-conf" not in {v["name"] for v in pod["spec"]["volumes"]}
+        assert pod["spec"]["automountServiceAccountToken"] is False
 
 
 @pytest.mark.parametrize("value_set", sorted(VALUE_SETS))

@@ -56,6 +56,12 @@ SPEC_FIELDS = {
     "ServiceMonitor": {"selector", "namespaceSelector", "endpoints"},
 }
 
+# metrics.scrapeFrom's default: the pods named prometheus, in any namespace
+SCRAPE_FROM = {
+    "namespaceSelector": {},
+    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+}
+
 
 def _component(obj: Manifest) -> str:
     return str(obj["metadata"]["labels"]["app.kubernetes.io/component"])
@@ -140,7 +146,7 @@ class TestScrapeablePods:
     def test_network_policies_should_admit_the_scrapers_to_each_port(self, value_set: str) -> None:
         rendered = render_set(value_set)
         scrapers = rendered.values["metrics"]["scrapeFrom"]
-        assert scrapers == [{"namespaceSelector": {}}]  # any pod of any namespace
+        assert scrapers == [SCRAPE_FROM]  # the Prometheus pods of any namespace
         for component in _scraped(rendered):
             name = TARGETS[component][0]
             admitted = _admitted(rendered, component)
@@ -453,7 +459,7 @@ class TestMetricsDisabled:
     def test_should_remove_the_scrape_rules(self, rendered: Rendered) -> None:
         for policy in rendered.of_kind("NetworkPolicy"):
             for rule in policy["spec"].get("ingress", []):
-                assert rule.get("from") != [{"namespaceSelector": {}}], policy["metadata"]["name"]
+                assert rule.get("from") != [SCRAPE_FROM], policy["metadata"]["name"]
 
 
 def test_cluster_values_should_give_every_new_container_a_small_request() -> None:

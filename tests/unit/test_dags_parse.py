@@ -9,6 +9,7 @@ validated against the Kubernetes schema, and the command each pod runs is checke
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 import socket
@@ -16,10 +17,12 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.charts.chart_utils import CI_DIR, load_values, render
 from tests.conftest import ROOT
 
 DAGS = ROOT / "dags"
@@ -160,37 +163,78 @@ def test_local_backend_runs_every_step_in_the_worker(monkeypatch: pytest.MonkeyP
 
 
 XCOM = "/airflow/xcom/return.json"
+# The step pod is the chart's (lk.airflow.stepPod): rendered below into the files the scheduler
+# mounts at LK_K8S_POD_TEMPLATE_FILE, for a k8s:// master and for local[2].
+STEP_PODS = Path(tempfile.mkdtemp(prefix="lk-unit-step-pods-"))
+K8S_STEP_POD = STEP_PODS / "k8s-master.yaml"
+LOCAL_STEP_POD = STEP_PODS / "local-master.yaml"
+KUBERNETES_CONN = STEP_PODS / "kubernetes-connection.json"
+# The scheduler's own settings: the pods get the chart's, never these (a worker's LK_HOME, its
+# password as a value).
 K8S_ENV = {
     "LK_ARCHITECTURE": "both",
     "LK_SPARK_BACKEND": "kubernetes",
     "LK_SPARK_MASTER": "k8s://https://kubernetes.default.svc",
-    "LK_K8S_NAMESPACE": "lambda-kappa",
-    "LK_K8S_IMAGE": "lambda-kappa/app:abc123",
-    "LK_K8S_SERVICE_ACCOUNT": "lk-spark-batch",
-    "LK_K8S_SPARK_CONF_CONFIGMAP": "lk-spark-conf",
+    "LK_K8S_POD_TEMPLATE_FILE": str(K8S_STEP_POD),
+    "LK_HOME": "/opt/airflow/lk-worker",
     "LK_KAFKA_HOST": "lk-kafka",
     "LK_POSTGRES_HOST": "lk-postgres",
     "LK_POSTGRES_PASSWORD": "not-in-the-pod-spec",
     "LK_MINIO_HOST": "lk-minio",
 }
+LOCAL_ENV = {
+    **K8S_ENV,
+    "LK_SPARK_MASTER": "local[2]",
+    "LK_K8S_POD_TEMPLATE_FILE": str(LOCAL_STEP_POD),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def step_pod_templates() -> Iterator[None]:
+    """The chart's step pod for `pod-backend-values.yaml` (both, step pods, a 2g driver, the app
+    image tagged abc123), with each master, and the operator's connection from the same render."""
+    for path, master in (
+        (K8S_STEP_POD, "k8s://https://kubernetes.default.svc"),
+        (LOCAL_STEP_POD, "local[2]"),
+    ):
+        rendered = render(
+            load_values(
+                CI_DIR / "pod-backend-values.yaml",
+                spark={"master": master},
+                images={"app": {"tag": "abc123"}},
+                airflow={"scheduler": {"sparkDriverMemory": "2g"}},
+            )
+        )
+        (configmap,) = rendered.by_component("ConfigMap", "airflow-step-pod")
+        path.write_text(configmap["data"]["step-pod.yaml"])
+        (scheduler,) = rendered.by_component("Deployment", "airflow-scheduler")
+        env = {e["name"]: e for e in scheduler["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["LK_K8S_POD_TEMPLATE_FILE"]["value"].endswith("/step-pod.yaml")
+        KUBERNETES_CONN.write_text(env["AIRFLOW_CONN_KUBERNETES_DEFAULT"]["value"])
+    yield
+    shutil.rmtree(STEP_PODS, ignore_errors=True)
 
 
 class _Hook:
-    """Stands in for the Kubernetes hook: no cluster here."""
+    """Stands in for the Kubernetes hook: no cluster here. The XCom sidecar's settings are the
+    chart's connection's (AIRFLOW_CONN_KUBERNETES_DEFAULT)."""
 
     is_in_cluster = True
+
+    def _extra(self) -> dict[str, Any]:
+        return dict(json.loads(KUBERNETES_CONN.read_text())["extra"])
 
     def get_namespace(self) -> str:
         return "lambda-kappa"
 
-    def get_xcom_sidecar_container_image(self) -> None:
-        return None  # the provider's default
+    def get_xcom_sidecar_container_image(self) -> str:
+        return str(self._extra()["xcom_sidecar_container_image"])
 
     def get_xcom_sidecar_container_resources(self) -> None:
         return None
 
-    def get_xcom_sidecar_container_security_context(self) -> None:
-        return None
+    def get_xcom_sidecar_container_security_context(self) -> dict[str, Any]:
+        return dict(json.loads(self._extra()["xcom_sidecar_container_security_context"]))
 
 
 class _TaskInstance:
@@ -224,7 +268,8 @@ def test_kubernetes_backend_runs_spark_steps_in_pods(monkeypatch: pytest.MonkeyP
         for task_id in tasks:
             task = bag.dags[dag_id].get_task(task_id)
             assert isinstance(task, KubernetesPodOperator), (dag_id, task_id)
-            assert task.do_xcom_push and task.image == "lambda-kappa/app:abc123"
+            assert task.do_xcom_push and task.pod_template_file == str(K8S_STEP_POD)
+            assert task.labels == {"lambda-kappa.io/step": task.arguments[2]}
     for dag_id, tasks in WORKER_TASKS.items():
         for task_id in tasks:
             assert isinstance(bag.dags[dag_id].get_task(task_id), PythonOperator)
@@ -270,7 +315,8 @@ def test_kubernetes_pod_spec_is_valid_and_runs_the_step(monkeypatch: pytest.Monk
         "key": "postgres-password",
     }
     assert "not-in-the-pod-spec" not in str(pod)
-    assert "LK_SPARK_BACKEND" not in env and "LK_HOME" not in env
+    # The pod's settings are the chart's: not the worker's backend, nor its folders.
+    assert "LK_SPARK_BACKEND" not in env and env["LK_HOME"]["value"] == "/tmp/lk"
     assert env["SPARK_CONF_DIR"]["value"] == "/opt/lk/spark-conf"
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert {p["containerPort"] for p in base["ports"]} == {7078, 7079}
@@ -278,12 +324,22 @@ def test_kubernetes_pod_spec_is_valid_and_runs_the_step(monkeypatch: pytest.Monk
     assert volumes["spark-conf"]["configMap"]["name"] == "lk-spark-conf"
     assert base["resources"]["limits"]["memory"] == "2816Mi"  # 2g driver + 768Mi
     assert any(c["name"] == "airflow-xcom-sidecar" for c in spec["containers"])
+    # Per task, from the DAG: its name, step label and the operator's run labels.
+    assert pod["metadata"]["name"].startswith("lk-validate-views")
+    labels = pod["metadata"]["labels"]
+    assert labels["lambda-kappa.io/step"] == "validate-views"
+    assert labels["app.kubernetes.io/component"] == "spark-step"
+    assert labels["run_id"] and labels["dag_id"] == "dag"
+    # The sidecar: the app image (procps's pgrep stops it), restricted like every container.
+    (sidecar,) = (c for c in spec["containers"] if c["name"] == "airflow-xcom-sidecar")
+    assert sidecar["image"] == "lambda-kappa/app:abc123"
+    assert sidecar["securityContext"]["readOnlyRootFilesystem"] is True
 
 
 def test_kubernetes_pod_takes_params_and_upstream_results(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    bag = parse(monkeypatch, **{**K8S_ENV, "LK_SPARK_MASTER": "local[2]"})
+    bag = parse(monkeypatch, **LOCAL_ENV)
     task = bag.dags["lambda_reprocess"].get_task("compute_views")
     context = {
         "ti": _TaskInstance({}),
@@ -340,7 +396,7 @@ def test_lambda_batch_computes_the_snapshot_its_raw_gate_checked(
 ) -> None:
     """compute_views reads the master dataset at the Delta version validate_raw pinned, so no
     record archived in between reaches a version unchecked."""
-    bag = parse(monkeypatch, **{**K8S_ENV, "LK_SPARK_MASTER": "local[2]"})
+    bag = parse(monkeypatch, **LOCAL_ENV)
     for gate, rendered in (({"success": True, "snapshot": 12}, "12"), (None, "null")):
         task = copy.deepcopy(bag.dags["lambda_batch"].get_task("compute_views"))  # rendered
         context = {"ti": _TaskInstance({"validate_raw": gate}), "run_id": "r", "params": {}}
@@ -348,3 +404,28 @@ def test_lambda_batch_computes_the_snapshot_its_raw_gate_checked(
             c for c in _pod(task, monkeypatch, context)["spec"]["containers"] if c["name"] == "base"
         )
         assert base["args"][2:] == ["compute-views", "--xcom-file", XCOM, f"snapshot={rendered}"]
+
+
+def test_a_step_with_nothing_new_skips_its_task_on_either_backend(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`NothingToDo` is a skip in the worker; in a pod, `lk step`'s exit code for it is the one
+    every step pod skips on (downstream tasks then skip, and the run succeeds)."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from lk.step_registry import SKIP_EXIT_CODE, NothingToDo
+
+    bag = parse(monkeypatch, **K8S_ENV)
+    for dag_id, tasks in SPARK_TASKS.items():
+        for task_id in tasks:
+            task = bag.dags[dag_id].get_task(task_id)
+            assert list(task.skip_on_exit_code) == [SKIP_EXIT_CODE], (dag_id, task_id)
+
+    from lk_dags import backends
+
+    def nothing_new(*_args: Any) -> None:
+        raise NothingToDo("nothing new to compute: the master dataset is empty")
+
+    monkeypatch.setattr(backends, "run_step", nothing_new)
+    with pytest.raises(AirflowSkipException, match="the master dataset is empty"):
+        backends.run_local_step("compute-views", {})

@@ -98,16 +98,27 @@ def test_lk_init_creates_the_event_log_bucket_and_a_run_shares_it() -> None:
     assert settings.namespaced("cmp-x").spark_events_bucket == settings.spark_events_bucket
 
 
-def test_a_step_pod_inherits_the_schedulers_event_log_and_ui(
-    monkeypatch: pytest.MonkeyPatch, settings: Settings
-) -> None:
-    """The kubernetes backend's step pods are the batch steps' drivers: they get the
-    scheduler's own LK_SPARK_* settings (dags/lk_dags/pods.py), so the chart sets them once."""
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "dags"))
-    from lk_dags.pods import step_env
+def test_a_step_pod_inherits_the_schedulers_event_log_and_ui() -> None:
+    """The kubernetes backend's step pods are the batch steps' drivers: the chart's step pod
+    (its pod_template_file) gets the scheduler's own LK_SPARK_* settings (lk.airflow.taskEnv),
+    so the chart sets them once."""
+    import yaml
 
-    scheduler = Settings(spark_event_log_dir=EVENTS, spark_ui_enabled=True, spark_ui_port=4041)
-    env = {e.name: e.value for e in step_env(scheduler)}
-    assert env["LK_SPARK_EVENT_LOG_DIR"] == EVENTS
-    assert env["LK_SPARK_UI_ENABLED"] == "True"
+    from tests.charts.chart_utils import CI_DIR, load_values, render
+
+    rendered = render(
+        load_values(
+            CI_DIR / "pod-backend-values.yaml", spark={"ui": {"enabled": True, "port": 4041}}
+        )
+    )
+    (scheduler,) = rendered.by_component("Deployment", "airflow-scheduler")
+    (configmap,) = rendered.by_component("ConfigMap", "airflow-step-pod")
+    pod = yaml.safe_load(configmap["data"]["step-pod.yaml"])
+    ours = {
+        e["name"]: e.get("value")
+        for e in scheduler["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["LK_SPARK_EVENT_LOG_DIR"] == ours["LK_SPARK_EVENT_LOG_DIR"] == EVENTS
+    assert env["LK_SPARK_UI_ENABLED"] == ours["LK_SPARK_UI_ENABLED"] == "true"
     assert env["LK_SPARK_UI_PORT"] == "4041"

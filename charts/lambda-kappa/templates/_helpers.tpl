@@ -388,6 +388,13 @@ drivers write one is core.spark.event_log_conf's rule: the ones that end.
 {{- printf "s3a://%s/" (get (include "lk.minio.buckets" . | fromYaml) "events") }}
 {{- end }}
 
+{{/* A JVM memory size (768m, 2g, 524288k; values.schema.json's `memory`) in MiB. */}}
+{{- define "lk.memoryMiB" -}}
+{{- $size := lower . -}}
+{{- $number := trimSuffix "k" (trimSuffix "m" (trimSuffix "g" $size)) | atoi -}}
+{{- if hasSuffix "g" $size }}{{ mul $number 1024 }}{{ else if hasSuffix "k" $size }}{{ div $number 1024 }}{{ else }}{{ $number }}{{ end }}
+{{- end }}
+
 {{- define "lk.sparkDriverPorts" -}}
 {{- if .root.Values.spark.ui.enabled }}
 - name: spark-ui
@@ -442,4 +449,75 @@ Call: (dict "root" $ "minioUser" "archiver" "postgres" "writer" "check" "")
   volumeMounts:
     - name: tmp
       mountPath: /tmp
+{{- end }}
+
+{{/*
+Where a pod runs and what users add to it, in the official Airflow chart's habit: the top-level
+nodeSelector, tolerations, affinity, podAnnotations, podLabels and extraEnv are every
+workload's defaults; a component's own non-empty nodeSelector, tolerations or affinity replaces
+the default, its podAnnotations and podLabels are merged over the defaults (the component's
+win on a shared key), and its extraEnv follows the defaults' entries of other names. What the
+chart sets itself wins over both: its labels (selectors and NetworkPolicies match on them), its
+annotations (checksums, prometheus.io/*) and its own variables, which come first.
+Resolved here once, as YAML, for every pod the chart defines: its Deployments, StatefulSets,
+Jobs, the comparison's CronJob, the test pod, and the pod templates of the DAGs' step pods
+(airflow.stepPods) and of Spark's executors (spark.kubernetes).
+Call: (dict "root" $ "values" .Values.serving)
+*/}}
+{{- define "lk.pod.settings" -}}
+{{- $defaults := .root.Values -}}
+{{- $own := .values -}}
+{{- $names := list -}}
+{{- range $own.extraEnv }}{{ $names = append $names .name }}{{ end -}}
+{{- $env := list -}}
+{{- range $defaults.extraEnv }}{{ if not (has .name $names) }}{{ $env = append $env . }}{{ end }}{{ end -}}
+nodeSelector: {{ $own.nodeSelector | default $defaults.nodeSelector | default dict | toJson }}
+tolerations: {{ $own.tolerations | default $defaults.tolerations | default list | toJson }}
+affinity: {{ $own.affinity | default $defaults.affinity | default dict | toJson }}
+podAnnotations: {{ merge dict ($own.podAnnotations | default dict) ($defaults.podAnnotations | default dict) | toJson }}
+podLabels: {{ merge dict ($own.podLabels | default dict) ($defaults.podLabels | default dict) | toJson }}
+extraEnv: {{ concat $env ($own.extraEnv | default list) | toJson }}
+{{- end }}
+
+{{/*
+A pod's metadata: the chart's labels of the component plus podLabels (none may replace one of
+the chart's), and the chart's own annotations (a YAML map, may be empty) plus podAnnotations.
+Call: (dict "root" $ "component" "serving" "values" .Values.serving ["annotations" "k: v"]
+["labels" "k: v"]): "labels" replaces the component's lk.labels (the step pods carry fewer).
+*/}}
+{{- define "lk.pod.metadata" -}}
+{{- $pod := include "lk.pod.settings" . | fromYaml -}}
+{{- $labels := .labels | default (include "lk.labels" .) | fromYaml -}}
+{{- $annotations := merge dict (.annotations | default "" | fromYaml) $pod.podAnnotations -}}
+labels:
+  {{- merge $labels $pod.podLabels | toYaml | nindent 2 }}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* A pod spec's nodeSelector, affinity and tolerations. Call: as lk.pod.settings. */}}
+{{- define "lk.pod.scheduling" -}}
+{{- $pod := include "lk.pod.settings" . | fromYaml -}}
+{{- with $pod.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $pod.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $pod.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* The extraEnv entries of a component's main container, after the chart's own variables.
+Call: as lk.pod.settings. */}}
+{{- define "lk.pod.extraEnv" -}}
+{{- with (include "lk.pod.settings" . | fromYaml).extraEnv }}
+{{- toYaml . }}
+{{- end }}
 {{- end }}

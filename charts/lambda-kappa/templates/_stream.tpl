@@ -53,17 +53,13 @@ spec:
       {{- include "lk.selectorLabels" (dict "root" $root "component" .component) | nindent 6 }}
   template:
     metadata:
-      labels:
-        {{- include "lk.labels" (dict "root" $root "component" .component) | nindent 8 }}
       {{- $annotations := include "lk.metrics.podAnnotations" (dict "root" $root "component" .component) }}
-      {{- if or $annotations (include "lk.driverOnKubernetes" $driver) }}
-      annotations:
-        {{- with $annotations }}{{ . | nindent 8 }}{{ end }}
-        {{- if include "lk.driverOnKubernetes" $driver }}
-        checksum/spark-conf: {{ include (print $root.Template.BasePath "/spark/spark-configmap.yaml") $root | sha256sum }}
-        {{- end }}
+      {{- if include "lk.driverOnKubernetes" $driver }}
+      {{- $annotations = printf "%s\nchecksum/spark-conf: %s" $annotations (include (print $root.Template.BasePath "/spark/spark-configmap.yaml") $root | sha256sum) }}
       {{- end }}
+      {{- include "lk.pod.metadata" (dict "root" $root "component" .component "values" .values "annotations" $annotations) | nindent 6 }}
     spec:
+      {{- include "lk.pod.scheduling" (dict "root" $root "values" .values) | nindent 6 }}
       enableServiceLinks: false
       {{- if include "lk.driverOnKubernetes" $driver }}
       serviceAccountName: {{ include "lk.componentName" (dict "root" $root "component" "spark-stream") }}
@@ -95,6 +91,7 @@ spec:
               value: "0.0.0.0"
             {{- end }}
             {{- include "lk.sparkDriverEnv" $driver | nindent 12 }}
+            {{- include "lk.pod.extraEnv" (dict "root" $root "values" .values) | nindent 12 }}
           {{- $ports := include "lk.sparkDriverPorts" $driver }}
           {{- if $root.Values.metrics.enabled }}
           {{- $ports = printf "- name: metrics\n  containerPort: %s\n%s" (include "lk.metrics.streamPort" $root) (trim $ports) }}

@@ -101,11 +101,20 @@ Call: (dict "root" $ "tasks" true)
 {{ include "lk.airflow.remoteLoggingEnv" $root }}
 {{- end }}
 {{- if .tasks }}
-{{ include "lk.env" (dict "root" $root "sparkDriverMemory" $root.Values.airflow.scheduler.sparkDriverMemory "minioUser" "airflow" "postgres" "writer") }}
-{{- include "lk.sparkEventLogEnv" $root }}
+{{ include "lk.airflow.taskEnv" $root }}
 {{- else }}
 {{ include "lk.env" (dict "root" $root "sparkDriverMemory" $root.Values.airflow.scheduler.sparkDriverMemory) }}
 {{- end }}
+{{- end }}
+
+{{/*
+The project's settings of the DAGs' tasks, wherever they run: in the scheduler's task
+processes (the local backend) or in a step pod (lk.airflow.stepPod): MinIO user `airflow`, the
+serving store's owner, a task's Spark driver memory and Spark's event log.
+*/}}
+{{- define "lk.airflow.taskEnv" -}}
+{{ include "lk.env" (dict "root" . "sparkDriverMemory" .Values.airflow.scheduler.sparkDriverMemory "minioUser" "airflow" "postgres" "writer") }}
+{{- include "lk.sparkEventLogEnv" . }}
 {{- end }}
 
 {{/* Airflow components wait for `airflow db migrate` (run by the db-migrate Job). */}}
@@ -178,30 +187,86 @@ needed; else none (empty). */}}
 {{- end }}
 {{- end }}
 
-{{/* The backend's settings (core.settings: spark_backend, k8s_*); step pods get the
-credentials as references to the same Secret (dags/lk_dags/pods.py). */}}
+{{/* The backend's settings (core.settings: spark_backend, k8s_pod_template_file): with
+`kubernetes`, the step pods' template (lk.airflow.stepPod), which the scheduler mounts. */}}
 {{- define "lk.airflow.backendEnv" -}}
 - name: LK_SPARK_BACKEND
   value: {{ .Values.airflow.sparkBackend | quote }}
 {{- if include "lk.airflow.podBackend" . }}
-- name: LK_K8S_NAMESPACE
-  value: {{ .Release.Namespace | quote }}
-- name: LK_K8S_IMAGE
-  value: {{ include "lk.image" (dict "root" . "image" .Values.images.app) | quote }}
-- name: LK_K8S_SERVICE_ACCOUNT
-  value: {{ include "lk.airflow.serviceAccount" . | quote }}
-- name: LK_K8S_CREDENTIALS_SECRET
-  value: {{ include "lk.credentialsSecret" . | quote }}
-# The operator's connection: the scheduler's own ServiceAccount, and the XCom sidecar from the
-# app image (it has `sh`); the provider's default sidecar is alpine from Docker Hub, which a
-# cluster without a registry cannot pull.
+- name: LK_K8S_POD_TEMPLATE_FILE
+  value: {{ include "lk.airflow.stepPodTemplateFile" . | quote }}
+# The operator's connection: the scheduler's own ServiceAccount, and the XCom sidecar it adds
+# to each step pod: the app image (`sh`, and procps's `pgrep`, with which the operator stops
+# it), a restricted container like every other; the provider's default sidecar is alpine from
+# Docker Hub, which a cluster without a registry cannot pull. The provider reads the sidecar's
+# security context as a JSON string.
 - name: AIRFLOW_CONN_KUBERNETES_DEFAULT
-  value: {{ dict "conn_type" "kubernetes" "extra" (dict "in_cluster" true "namespace" .Release.Namespace "xcom_sidecar_container_image" (include "lk.image" (dict "root" . "image" .Values.images.app))) | toJson | quote }}
-{{- if include "lk.sparkOnKubernetes" . }}
-- name: LK_K8S_SPARK_CONF_CONFIGMAP
-  value: {{ include "lk.componentName" (dict "root" . "component" "spark-conf") | quote }}
+  value: {{ dict "conn_type" "kubernetes" "extra" (dict "in_cluster" true "namespace" .Release.Namespace "xcom_sidecar_container_image" (include "lk.image" (dict "root" . "image" .Values.images.app)) "xcom_sidecar_container_security_context" (include "lk.containerSecurityContext" (dict "image" .Values.images.app) | fromYaml | toJson)) | toJson | quote }}
 {{- end }}
 {{- end }}
+
+{{- define "lk.airflow.stepPodTemplateDir" -}}/opt/airflow/pod-templates{{- end }}
+
+{{- define "lk.airflow.stepPodTemplateFile" -}}
+{{- printf "%s/step-pod.yaml" (include "lk.airflow.stepPodTemplateDir" .) }}
+{{- end }}
+
+{{/*
+The DAGs' step pod (airflow.sparkBackend: kubernetes), defined once here and handed to the
+KubernetesPodOperator as its pod_template_file (dags/lk_dags/pods.py adds only the pod's name,
+the step's arguments and a label naming the step; the operator adds its own labels, the run
+id's among them, and the XCom sidecar). The pod is a step's Spark driver: the app image, the
+tasks' settings and the Secret's keys (lk.airflow.taskEnv, as in the scheduler), a restricted
+security context, and with a `k8s://` master the driver's pod IP, ports and spark-defaults.conf
+(lk.sparkDriverEnv), the identity that may start executors (lk.airflow.serviceAccount), and
+memory for the driver's heap plus 768 MiB for Python and the JVM's off-heap.
+It carries no instance label: the NetworkPolicies match it by part-of and component.
+*/}}
+{{- define "lk.airflow.stepPod" -}}
+{{- $app := .Values.images.app -}}
+{{- $values := .Values.airflow.stepPods -}}
+{{- $memory := printf "%dMi" (add (include "lk.memoryMiB" .Values.airflow.scheduler.sparkDriverMemory | atoi) 768) -}}
+{{- $labels := dict "app.kubernetes.io/part-of" "lambda-kappa" "app.kubernetes.io/component" "spark-step" | toYaml -}}
+apiVersion: v1
+kind: Pod
+metadata:
+  namespace: {{ .Release.Namespace }}
+  {{- include "lk.pod.metadata" (dict "root" . "values" $values "labels" $labels) | nindent 2 }}
+spec:
+  serviceAccountName: {{ include "lk.airflow.serviceAccount" . }}
+  # Only a driver that starts executor pods talks to the Kubernetes API.
+  automountServiceAccountToken: {{ include "lk.sparkOnKubernetes" . | eq "true" }}
+  enableServiceLinks: false
+  restartPolicy: Never
+  {{- with include "lk.pod.scheduling" (dict "root" . "values" $values) }}{{ . | nindent 2 }}{{ end }}
+  securityContext:
+    {{- include "lk.podSecurityContext" (dict "image" $app) | nindent 4 }}
+  containers:
+    - name: base
+      image: {{ include "lk.image" (dict "root" . "image" $app) }}
+      imagePullPolicy: {{ include "lk.imagePullPolicy" (dict "image" $app) }}
+      env:
+        {{- include "lk.airflow.taskEnv" . | trim | nindent 8 }}
+        {{- with include "lk.sparkDriverEnv" (dict "root" .) | trim }}{{ . | nindent 8 }}{{ end }}
+        {{- with include "lk.pod.extraEnv" (dict "root" . "values" $values) }}{{ . | nindent 8 }}{{ end }}
+      {{- with include "lk.sparkDriverPorts" (dict "root" .) | trim }}
+      ports:
+        {{- . | nindent 8 }}
+      {{- end }}
+      resources:
+        requests: {cpu: 500m, memory: {{ $memory }}}
+        limits: {cpu: "2", memory: {{ $memory }}}
+      securityContext:
+        {{- include "lk.containerSecurityContext" (dict "image" $app) | nindent 8 }}
+      volumeMounts:
+        - name: tmp
+          mountPath: /tmp
+        {{- with include "lk.sparkDriverVolumeMounts" (dict "root" .) | trim }}{{ . | nindent 8 }}{{ end }}
+  volumes:
+    # Spark's local dir and the JVM's scratch space: the root filesystem is read-only.
+    - name: tmp
+      emptyDir: {}
+    {{- with include "lk.sparkDriverVolumes" (dict "root" .) | trim }}{{ . | nindent 4 }}{{ end }}
 {{- end }}
 
 {{/* True (non-empty) when task logs go to MinIO (airflow.remoteLogging.enabled). */}}
