@@ -1,20 +1,21 @@
 # Lambda vs Kappa reference deployment. `make help` lists the targets.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
-UV ?= uv
+# uv: the one on PATH, else the one infra/bootstrap.sh installs (`make setup` runs it).
+export LK_UV_DIR ?= $(or $(LK_CACHE_DIR),$(CURDIR)/.cache)/uv
+UV ?= $(if $(shell command -v uv),uv,$(LK_UV_DIR)/bin/uv)
 LK := $(UV) run lk
 PYTEST_ARGS ?=
 
 ##@ First steps
 
 .PHONY: setup
-setup: ## Install the locked Python environment (uv) and check the system tools
-	@command -v $(UV) >/dev/null || { echo "uv is missing: pip install uv (or see README)"; exit 1; }
+setup: ## Install what is missing (uv; Debian's packages, as root) and the locked Python env
+	@infra/bootstrap.sh
 	@# Bytecode written now, once: every `lk` process (a job, a DAG task, a test's subprocess)
 	@# then loads its 2 GB of libraries from it, even where PYTHONDONTWRITEBYTECODE is set
 	@# (Python compiles in memory at each start then: about 4 CPU-s per process here).
 	$(UV) sync --frozen --compile-bytecode
-	@infra/check-tools.sh
 
 .PHONY: demo
 demo: ## The main job: both architectures live on one workload, five scenarios, a report

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from batch_layer.errors import BatchError
+from batch_layer.errors import BatchError, NothingNewError
 from core.catalog import CLICK_WINDOW_MS
 from core.times import HOUR_MS, end_of_day_ms, iso, window_start
 
@@ -26,7 +26,7 @@ class CutoffError(BatchError):
     """No cutoff can be chosen, or the one asked for would lose events."""
 
 
-class NoValidEventError(CutoffError):
+class NoValidEventError(CutoffError, NothingNewError):
     """The master dataset holds no valid event: there is nothing to place a cutoff after."""
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from batch_layer import inputs
-from batch_layer.errors import BatchError
+from batch_layer.errors import NothingNewError
 from core import ingestion
 from core.catalog import CLICK_WINDOW_MS, VIEWS
 from core.frames import empty_profiles
@@ -48,8 +48,10 @@ class BatchResult:
     """Invalid records in the master dataset snapshot the version read."""
 
 
-def _nothing_archived(master: MasterDataset) -> BatchError:
-    return BatchError(f"the master dataset is empty ({master.events}): archive the log first")
+def _nothing_archived(master: MasterDataset) -> NothingNewError:
+    return NothingNewError(
+        f"the master dataset is empty ({master.events}): nothing archived from the log yet"
+    )
 
 
 def read_master_events(spark: SparkSession, master: MasterDataset) -> DataFrame:
@@ -196,7 +198,7 @@ def open_input(
 def require_input(
     spark: SparkSession, settings: Settings, snapshot: int | None = None
 ) -> BatchInput:
-    """`open_input`, or `BatchError` when nothing is archived yet."""
+    """`open_input`, or `NothingNewError` when nothing is archived yet."""
     found = open_input(spark, settings, snapshot)
     if found is None:
         raise _nothing_archived(MasterDataset.from_settings(settings))

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from batch_layer import archiver, inputs
 from batch_layer.cutoff import choose_cutoff
-from batch_layer.errors import BatchError
+from batch_layer.errors import BatchError, NothingNewError
 from batch_layer.inputs import Partition
 from batch_layer.job import (
     LAMBDA,
@@ -57,7 +57,7 @@ from core.settings import Settings
 from core.store import batch_inputs, versions
 from core.store import quality_results as records
 from core.store.connection import connect
-from core.times import to_timestamp
+from core.times import iso, to_timestamp
 from core.views.logic_versions import logic_query
 from quality import QualityGateError, layers, validate
 from quality.checks import gate_batch_version, raise_on_failure
@@ -173,13 +173,15 @@ def compute(
     drain: bool = False,
     until_ms: int | None = None,
     batch_input: BatchInput | None = None,
+    skip_unchanged: bool = False,
 ) -> BatchResult:
     """Recompute the batch views from ``batch_input`` (default: the latest snapshot of the
     master dataset) and write them as a new version, left `building`, with the snapshot it read.
 
     The cutoff: see `batch_layer.cutoff.choose_cutoff` (``cutoff_ms``, ``drain``, ``until_ms``).
     The recompute is the input's last reader: it releases the parse once the deduplicated
-    history is cached.
+    history is cached. With ``skip_unchanged``, a version that would equal the published one
+    (`unchanged_since`) raises `NothingNewError` instead, before anything is written.
     """
     master = MasterDataset.from_settings(settings)
     if batch_input is None:
@@ -201,6 +203,8 @@ def compute(
         )
         if logic_version is None and published is not None:
             logic_version = published.logic_version  # a scheduled batch keeps the published logic
+        if skip_unchanged and published is not None:
+            unchanged_since(published, batch_input, cutoff_ms, logic_version)
         chosen_logic = logic_query(logic_version) if logic_version is not None else None
         history = deduplicated(parsed).persist()  # deduplicated once for the views
         history.count()  # filled from the parse's cache, which can go now
@@ -231,6 +235,21 @@ def compute(
     return BatchResult(version, cutoff_ms, counts, stats.quarantined)
 
 
+def unchanged_since(
+    published: versions.Version, batch_input: BatchInput, cutoff_ms: int, logic_version: str | None
+) -> None:
+    """Raise `NothingNewError` when a version of ``batch_input`` at ``cutoff_ms`` with
+    ``logic_version`` would equal ``published``: no record archived since the snapshot it read
+    (so the same records, the same invalid ones), the same cutoff and the same logic."""
+    same_records = not batch_input.added.everything and not batch_input.added.files
+    same_view = (published.cutoff_ms, published.logic_version) == (cutoff_ms, logic_version)
+    if same_records and same_view:
+        raise NothingNewError(
+            f"nothing archived since batch version {published.version} "
+            f"(cutoff {iso(cutoff_ms)}, logic {logic_version or 'default'}), which keeps serving"
+        )
+
+
 def compute_views(
     spark: SparkSession,
     settings: Settings,
@@ -242,10 +261,20 @@ def compute_views(
 ) -> int:
     """Write a new batch version (status `building`, not visible); returns its number.
     ``snapshot``: the master events' Delta version to read, the one the raw gate checked
-    (default: the latest)."""
-    batch_input = None if snapshot is None else require_input(spark, settings, snapshot)
+    (default: the latest).
+
+    Nothing new to compute raises `NothingNewError` (the DAGs' tasks skip on it): nothing
+    archived yet, no valid event yet, or a version that would equal the published one
+    (`unchanged_since`). `run_batch` (`lk batch`, `lk drain`) writes a version even then."""
+    batch_input = require_input(spark, settings, snapshot)
     result = compute(
-        spark, settings, cutoff_ms, logic_version, until_ms=until_ms, batch_input=batch_input
+        spark,
+        settings,
+        cutoff_ms,
+        logic_version,
+        until_ms=until_ms,
+        batch_input=batch_input,
+        skip_unchanged=True,
     )
     return result.version
 

@@ -7,7 +7,10 @@
    dataset pinned at one Delta version. A failure stops the run here: nothing is computed,
    nothing published, the previous version keeps serving.
 3. **compute_views**: a new batch version from the whole master dataset at the version the
-   gate checked, up to the cutoff the archive closes (not visible to readers).
+   gate checked, up to the cutoff the archive closes (not visible to readers). With nothing new
+   to compute (nothing archived yet, as on a fresh install, or nothing since the published
+   version's snapshot, whose cutoff and logic stand) it **skips**, and so do the tasks after
+   it: the run ends successful, the published version keeps serving.
 4. **validate_views**: the batch-view suites on that version; a failure marks it failed.
 5. **publish**: readers move to the new version (with the speed layer's hand-off).
 

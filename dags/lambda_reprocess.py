@@ -9,7 +9,9 @@ Trigger it with a **logic version** and, optionally, a **date range**:
    dataset (Lambda recomputes from all history), up to the end of `until` (UTC), or up to the
    cutoff the archive closes when `until` is empty or later; never before the published
    cutoff (the speed layer covers only what follows it). The speed layer's rows follow the
-   new logic from the hand-off on.
+   new logic from the hand-off on. A run that would rebuild the published version as it is
+   (nothing archived since it, the same logic and cutoff) or finds nothing archived skips, as
+   in `lambda_batch`.
 3. **validate_views**, 4. **publish**: as in `lambda_batch`; the previous version serves until
    the new one has passed its suites.
 """

@@ -6,7 +6,10 @@ backend run this; it also helps to rerun a single step by hand).
     lk step kappa-replay-round version=3 --xcom-file /airflow/xcom/return.json
 
 The result is printed as one JSON line; `--xcom-file` also writes it where the
-KubernetesPodOperator's sidecar reads the task's XCom.
+KubernetesPodOperator's sidecar reads the task's XCom. A step with nothing to do (a batch with
+nothing new to compute) is not a failure: it prints one line, `lk step NAME: skipped, <reason>`,
+writes no result and exits with `SKIP_EXIT_CODE` (99), which the pod's operator turns into a
+skipped task.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import click
 from core.settings import Settings
 from lk.errors import fail, guarded
 from lk.spark_output import spark_session
-from lk.step_registry import STEPS, StepError, get_step, run_step
+from lk.step_registry import SKIP_EXIT_CODE, STEPS, NothingToDo, StepError, get_step, run_step
 
 _LIST = "\n".join(f"  {name}: {step.summary}" for name, step in STEPS.items())
 
@@ -56,15 +59,21 @@ def step(settings: Settings, name: str, arguments: tuple[str, ...], xcom_file: P
             started = spark_session(settings, f"lk-step-{name}")
         return started
 
+    skipped = None
     try:
         get_step(name)
         result = run_step(name, args, settings, spark)
+    except NothingToDo as exc:
+        skipped = str(exc)
     # Gates, the layers' own errors (BatchError, ReprocessError: RuntimeError) and the store.
     except (StepError, QualityGateError, RuntimeError, ValueError, psycopg.Error) as exc:
         fail(" ".join(str(exc).split()))
     finally:
         if started is not None:
             started.stop()
+    if skipped is not None:
+        click.echo(f"lk step {name}: skipped, {skipped}", err=True)
+        raise click.exceptions.Exit(SKIP_EXIT_CODE)
     text = json.dumps(result)
     if xcom_file is not None:
         xcom_file.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,11 @@ whether Airflow runs it in its own process or in a pod. Arguments arrive as text
 line, a rendered Jinja template): each is read as JSON when it parses (``3``, ``null``,
 ``[["2026-11-01", 9]]``), else as the string itself (``2026-11-01``).
 
+A step with nothing to do (a batch with nothing new to compute: `batch_layer.errors.
+NothingNewError`) raises `NothingToDo`: the task skips rather than fails, in the worker (the
+`local` backend) and in a pod (`lk step` exits with `SKIP_EXIT_CODE`, which the Kubernetes
+backend's operator turns into a skip).
+
 Every step is safe to run again: archiving and stream rounds resume from their checkpoints,
 validations only record results, publishing a published version and switching to the alias's
 own version change nothing, and retiring finds what is left to retire in the store.
@@ -25,9 +30,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from batch_layer.cutoff import until_cutoff
+from batch_layer.errors import NothingNewError
 from core.catalog import DEFAULT_LOGIC_VERSION, check_logic_version
 from core.settings import Architecture, Settings
 from core.store import step_runs
@@ -50,6 +56,14 @@ Json = Any
 
 class StepError(RuntimeError):
     """A step was called wrongly (unknown step, missing or bad argument)."""
+
+
+class NothingToDo(Exception):  # noqa: N818 - not an error: the task skips
+    """The step found nothing to do; its one-line reason. Not a failure: the task skips."""
+
+
+SKIP_EXIT_CODE: Final = 99
+"""`lk step`'s exit code for `NothingToDo` (BashOperator's default `skip_on_exit_code` too)."""
 
 
 class StepArgs:
@@ -384,6 +398,7 @@ def get_step(name: str) -> Step:
 
 def run_step(name: str, args: Mapping[str, Any], settings: Settings, spark: SparkProvider) -> Json:
     """Run step `name` with `args`; `spark` is called only by steps that need a session.
+    Raises `NothingToDo` when the step has nothing to do (a skip, recorded as a success).
 
     Its duration is recorded in the store (`core.store.step_runs`), where the serving API's
     `/metrics` finds it after this process or pod has ended."""
@@ -395,6 +410,9 @@ def run_step(name: str, args: Mapping[str, Any], settings: Settings, spark: Spar
         result = _plain(step.run(settings, spark, step_args))
         success = True
         return result
+    except NothingNewError as exc:
+        success = True
+        raise NothingToDo(f"nothing new to compute: {' '.join(str(exc).split())}") from exc
     finally:
         _record_run(settings, name, time.monotonic() - started, success=success)
 

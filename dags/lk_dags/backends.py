@@ -8,6 +8,10 @@
   (KubernetesPodOperator, the app image), the pod being the Spark driver; its JSON result comes
   back as the task's XCom through the pod's XCom sidecar.
 
+A step with nothing to do (a batch with nothing new to compute) skips its task on both, so the
+run ends successful with the rest skipped: `NothingToDo` in the worker, `lk step`'s exit code
+`SKIP_EXIT_CODE` in a pod (the operator's `skip_on_exit_code`).
+
 Steps without Spark (checks, switches, data-quality suites) run in the worker with either
 backend: a pod would add a minute of scheduling for a few SQL statements. The DAG files are the
 same for both; only the operators built here differ.
@@ -23,7 +27,7 @@ from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import PokeReturnValue, TriggerRule, get_current_context, task
 
 from core.settings import Settings, SparkBackend, get_settings
-from lk.step_registry import get_step, run_step
+from lk.step_registry import SKIP_EXIT_CODE, NothingToDo, get_step, run_step
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator
@@ -51,12 +55,14 @@ def spark_session() -> SparkSession:
 
 def run_local_step(step: str, args: dict[str, Any]) -> Any:
     """The `local` backend's task body: the step in this process."""
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     from quality.result import QualityGateError
 
     try:
         return run_step(step, args, get_settings(), spark_session)
+    except NothingToDo as exc:
+        raise AirflowSkipException(str(exc)) from exc
     except QualityGateError as exc:
         # A failed gate is a verdict on the data: a retry would fail the same way.
         raise AirflowFailException(str(exc)) from exc
@@ -75,7 +81,15 @@ def step_task(
     if on_pods(settings, step):
         from lk_dags.pods import step_pod
 
-        return step_pod(settings, task_id, step, args, doc_md=doc, trigger_rule=trigger_rule)
+        return step_pod(
+            settings,
+            task_id,
+            step,
+            args,
+            doc_md=doc,
+            trigger_rule=trigger_rule,
+            skip_on_exit_code=SKIP_EXIT_CODE,
+        )
     return PythonOperator(
         task_id=task_id,
         python_callable=run_local_step,

@@ -1,6 +1,8 @@
 """Each DAG, run by `airflow dags test` (every task in one process, as Airflow runs them) on the
-real test stack with the `local` backend: what each run leaves in the serving store, and a
-corrupted raw partition stopping `lambda_batch` at its gate with nothing published.
+real test stack with the `local` backend: what each run leaves in the serving store, a
+`lambda_batch` with nothing new to compute (an empty log, or nothing since the published
+version) skipping rather than failing, and a corrupted raw partition stopping `lambda_batch`
+at its gate with nothing published.
 
 One small workload and one deployment (`both`) serve the module; the tests run in file order
 and each leaves the deployment as the next expects it.
@@ -131,6 +133,69 @@ def test_lambda_batch_publishes_a_checked_version(deployment: dict[str, Any]) ->
     deployment["lambda_version"] = alias.version
 
 
+def test_lambda_batch_with_nothing_new_skips_and_keeps_the_published_version(
+    deployment: dict[str, Any],
+) -> None:
+    """Nothing archived since the published version's snapshot, the same cutoff and logic: the
+    run skips the recompute (no identical version), and the run is a success, not a failure."""
+    settings: Settings = deployment["settings"]
+    before = _alias(settings, LAMBDA)
+    done, states = dags_test(deployment, "lambda_batch")
+    _skipped_from_compute_views(done, states)
+    assert f"nothing archived since batch version {deployment['lambda_version']}" in (
+        done.stdout + done.stderr
+    )
+    assert _alias(settings, LAMBDA) == before
+    assert _newest(settings) == deployment["lambda_version"]  # no version written at all
+
+
+def test_lambda_batch_on_an_empty_log_skips_rather_than_fails(
+    airflow_settings: Settings, airflow_env: dict[str, str]
+) -> None:
+    """A fresh install: the hourly run starts before anything was produced. The master dataset
+    is empty, so there is nothing to compute: the run succeeds with the rest skipped."""
+    settings = isolated_settings(airflow_settings, "dags-empty")
+    empty = {"settings": settings, "env": {**os.environ, **airflow_env, **settings_env(settings)}}
+    done, states = dags_test(empty, "lambda_batch")
+    _skipped_from_compute_views(done, states)
+    # The archive ran, so the master dataset exists, with no record: no valid event to cut at.
+    assert "nothing new to compute: the master dataset holds no valid event" in done.stdout, (
+        done.stdout[-4000:]
+    )
+    # A reprocess of it: no partition to validate again, nothing to compute.
+    done, states = dags_test(empty, "lambda_reprocess", {"logic_version": "2"})
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert states == {
+        "validate_raw": "success",
+        "compute_views": "skipped",
+        "validate_views": "skipped",
+        "publish": "skipped",
+    }
+    assert _alias(settings, LAMBDA) is None and _newest(settings) is None
+
+
+def _skipped_from_compute_views(
+    done: subprocess.CompletedProcess[str], states: dict[str, str]
+) -> None:
+    why = f"{states}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, why
+    assert states == {
+        "close_archive": "success",
+        "validate_raw": "success",
+        "compute_views": "skipped",
+        "validate_views": "skipped",
+        "publish": "skipped",
+    }, why
+
+
+def _newest(settings: Settings) -> int | None:
+    with connect(settings) as conn:
+        row = conn.execute(
+            "select max(version) from view_versions where architecture = %s", (LAMBDA,)
+        ).fetchone()
+    return None if row is None else row[0]
+
+
 def test_lambda_reprocess_publishes_the_chosen_logic_up_to_until(
     deployment: dict[str, Any],
 ) -> None:
@@ -198,10 +263,7 @@ def test_a_corrupted_raw_partition_stops_lambda_batch_at_the_gate(
 ) -> None:
     settings: Settings = deployment["settings"]
     before = _alias(settings, LAMBDA)
-    with connect(settings) as conn:
-        newest = conn.execute(
-            "select max(version) from view_versions where architecture = %s", (LAMBDA,)
-        ).fetchone()
+    newest = _newest(settings)
     # Valid for the parser (device_ts <= sent_ts): but sent 30 days after it happened, which
     # the raw suite refuses. It is archived after the published batch: the gate checks it.
     received = max(
@@ -233,9 +295,5 @@ def test_a_corrupted_raw_partition_stops_lambda_batch_at_the_gate(
     for task in ("compute_views", "validate_views", "publish"):
         assert states[task] == "upstream_failed", states
     assert "7 days" in done.stdout + done.stderr  # the reason is in the task's log
-    with connect(settings) as conn:
-        after_newest = conn.execute(
-            "select max(version) from view_versions where architecture = %s", (LAMBDA,)
-        ).fetchone()
-    assert after_newest == newest  # no version computed, let alone published
+    assert _newest(settings) == newest  # no version computed, let alone published
     assert _alias(settings, LAMBDA) == before

@@ -3,7 +3,7 @@ when a Kappa replay has caught up (`kappa.reprocess.caught_up`)."""
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime
 
 import pytest
 
@@ -13,6 +13,7 @@ from batch_layer.cutoff import (
     choose_cutoff,
     until_cutoff,
 )
+from batch_layer.errors import BatchError, NothingNewError
 from core.settings import Settings
 from core.times import HOUR_MS, MINUTE_MS, parse_iso
 
@@ -46,6 +47,36 @@ def test_the_cutoff_never_goes_before_the_published_one() -> None:
 def test_without_a_valid_event_there_is_no_cutoff_to_choose() -> None:
     with pytest.raises(NoValidEventError):
         choose_cutoff(None, None, None, DELAY)
+
+
+def test_without_a_valid_event_a_batch_has_nothing_new_to_compute() -> None:
+    """Not a failure: the DAG's step skips on `NothingNewError` (`lk.step_registry`)."""
+    assert issubclass(NoValidEventError, NothingNewError)
+    assert issubclass(NothingNewError, BatchError)  # `lk batch`, `lk drain`: still an error
+
+
+def test_a_batch_that_would_equal_the_published_version_is_nothing_new() -> None:
+    """Nothing archived since the published version's snapshot, and the same cutoff and
+    logic: the new version would be the published one again. Anything else is new."""
+    from batch_layer.inputs import Added
+    from batch_layer.job import BatchInput
+    from batch_layer.pipeline import unchanged_since
+    from core.store.versions import Version
+
+    cutoff = parse_iso("2026-11-01T10:00:00Z")
+    published = Version("lambda", 4, "published", datetime.fromtimestamp(cutoff / 1000, UTC), "1")
+    same = BatchInput(12, Added(frozenset(), []), raw=None)  # type: ignore[arg-type]
+    with pytest.raises(NothingNewError, match=r"^nothing archived since batch version 4 "):
+        unchanged_since(published, same, cutoff, "1")
+    added = Added(frozenset({"s3a://m/events/record_date=2026-11-01/record_hour=11/a"}), [])
+    unchecked = Added(frozenset(), [], everything=True)  # the published snapshot is gone
+    for batch_input, at, logic in (
+        (BatchInput(13, added, raw=None), cutoff, "1"),  # type: ignore[arg-type]
+        (BatchInput(12, unchecked, raw=None), cutoff, "1"),  # type: ignore[arg-type]
+        (same, cutoff + HOUR_MS, "1"),  # a later cutoff (the published one was capped)
+        (same, cutoff, "2"),  # another logic (lambda_reprocess)
+    ):
+        unchanged_since(published, batch_input, at, logic)  # new: no exception
 
 
 def test_caught_up_needs_both_a_small_lag_and_a_close_watermark() -> None:

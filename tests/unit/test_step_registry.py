@@ -62,3 +62,60 @@ def test_every_step_says_what_it_does_and_is_a_command() -> None:
     bad = CliRunner().invoke(cli, ["step", "publish", "seven"])
     assert bad.exit_code == 1
     assert "lk: error: expected KEY=VALUE, got 'seven'" in bad.output
+
+
+class _NoSession:
+    """Stands in for a Spark session where the step's layer function is replaced."""
+
+    def stop(self) -> None:
+        pass
+
+
+def test_nothing_new_to_compute_is_a_skip_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch with nothing new (here: nothing archived yet) raises `NothingToDo` from the step,
+    recorded as a run that did not fail; `lk step` prints one line, no `lk: error:`, and exits
+    with the code the Kubernetes backend skips on."""
+    import batch_layer.pipeline
+    from batch_layer.errors import NothingNewError
+    from lk import step_commands, step_registry
+    from lk.step_registry import SKIP_EXIT_CODE, NothingToDo
+
+    def empty(*_args: object, **_kwargs: object) -> int:
+        raise NothingNewError("the master dataset is empty (s3a://lk-master/events): nothing\n yet")
+
+    recorded: list[tuple[str, bool]] = []
+    monkeypatch.setattr(batch_layer.pipeline, "compute_views", empty)
+    monkeypatch.setattr(
+        step_registry,
+        "_record_run",
+        lambda _settings, step, _seconds, *, success: recorded.append((step, success)),
+    )
+    with pytest.raises(NothingToDo, match=r"^nothing new to compute: the master dataset is empty"):
+        run_step("compute-views", {}, Settings(), _NoSession)  # type: ignore[arg-type]
+    assert recorded == [("compute-views", True)]
+
+    monkeypatch.setattr(step_commands, "spark_session", lambda *_args: _NoSession())
+    result = CliRunner().invoke(cli, ["step", "compute-views"])
+    assert result.exit_code == SKIP_EXIT_CODE == 99
+    assert result.output.strip() == (
+        "lk step compute-views: skipped, nothing new to compute: the master dataset is empty "
+        "(s3a://lk-master/events): nothing yet"
+    )
+    assert "error" not in result.output
+
+
+def test_a_failing_step_still_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only "nothing new" skips: any other batch error is the step's failure, exit code 1."""
+    import batch_layer.pipeline
+    from batch_layer.errors import BatchError
+    from lk import step_commands, step_registry
+
+    def broken(*_args: object, **_kwargs: object) -> int:
+        raise BatchError("cutoff 2026-11-01T09:00:00Z is before the published batch's")
+
+    monkeypatch.setattr(batch_layer.pipeline, "compute_views", broken)
+    monkeypatch.setattr(step_registry, "_record_run", lambda *_a, **_k: None)
+    monkeypatch.setattr(step_commands, "spark_session", lambda *_args: _NoSession())
+    result = CliRunner().invoke(cli, ["step", "compute-views"])
+    assert result.exit_code == 1
+    assert "lk: error: cutoff 2026-11-01T09:00:00Z is before" in result.output
