@@ -76,19 +76,24 @@ class AirflowApi:
     def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
         return dict(self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"))
 
-    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+    def task_log_entries(
+        self, dag_id: str, run_id: str, task_id: str, try_number: int
+    ) -> list[dict[str, Any]]:
         """A task try's whole log as Airflow's API serves it (from the remote log store once the
-        process that ran the task is gone), one line per structured entry."""
+        process that ran the task is gone): its structured entries (`event`, `level`, ...)."""
         found = self.get(
             f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
             full_content="true",
         )
         content = found.get("content", [])
         if isinstance(content, str):
-            return content
-        return "\n".join(
-            entry.get("event", "") if isinstance(entry, dict) else str(entry) for entry in content
-        )
+            return [{"event": line} for line in content.splitlines()]
+        return [e if isinstance(e, dict) else {"event": str(e)} for e in content]
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+        """The same log, one line per entry."""
+        entries = self.task_log_entries(dag_id, run_id, task_id, try_number)
+        return "\n".join(str(entry.get("event", "")) for entry in entries)
 
     def click_trigger(
         self, dag_id: str, *, expect_form_text: tuple[str, ...] = (), screenshot: Path | None = None

@@ -8,12 +8,11 @@ does not apply to the installed architecture is not collected (conftest).
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,18 +21,19 @@ from typing import Any
 import httpx
 import pytest
 
-from core import workload
 from core.catalog import VIEW_NAMES
-from core.oracle import OracleResult, compute_views, load_jsonl_values, load_profiles_jsonl
+from core.oracle import OracleResult
 from core.settings import Settings
 from infra import dashboard as grafana
 from infra.cluster import compare
 from quality.context import safe_run_name
 from tests import dashboard
 from tests.airflow_api import AirflowApi
+from tests.k8s import netprobe
 from tests.k8s.conftest import COMPARISON_SCENARIOS, RELEASE, helm_install
 from tests.k8s.kube import Kube
 from tests.k8s.prometheus_api import PrometheusApi
+from tests.k8s.serving_views import difference
 from tests.serving_pages import read_whole
 
 BATCH_DAG = "lambda_batch"
@@ -43,7 +43,6 @@ CONVERGE_TIMEOUT_S = 900
 COMPARISON_TIMEOUT_S = 3600
 STORE_WAIT_S = 180
 SERVING = f"svc/{RELEASE}-serving"
-AIRFLOW = f"svc/{RELEASE}-airflow-api-server"
 COMPONENT = "app.kubernetes.io/component"
 VIEWS = VIEW_NAMES  # all seven
 BATCH_RUNS: list[str] = []
@@ -78,91 +77,82 @@ def test_every_pod_becomes_ready_and_helm_test_passes(kube: Kube, release: str) 
     assert "Phase:          Succeeded" in out or "Succeeded" in out, out
 
 
-# -- the workload ------------------------------------------------------------------------------
+# -- NetworkPolicies, enforced (lk cluster up runs kube-network-policies) ------------------------
+
+PROBE_NAMESPACE = "lk-netprobe"
+_STORES = {"kafka": 9092, "minio": 9000, "postgres": 5432}
+# What each long-running component connects to (templates/_networkpolicy.tpl's matrix), and
+# what it must not reach: the serving API reads Postgres alone.
+_ADMITTED = {
+    "archiver": {"kafka", "minio", "postgres"},
+    "speed-layer": {"kafka", "minio", "postgres"},
+    "kappa-stream": {"kafka", "minio", "postgres"},
+    "airflow-scheduler": {"kafka", "minio", "postgres"},
+    "airflow-api-server": {"minio", "postgres"},
+    "spark-history": {"minio"},
+    "serving": {"postgres"},
+}
 
 
-@pytest.fixture(scope="module")
-def oracle(kube: Kube, release: str, workdir: Path) -> OracleResult:
-    """A generated workload produced into the cluster's Kafka from a pod of the app image,
-    while the streams run, as a backfill would be.
-
-    No event is late for the stream paths' watermark (every other irregularity is there:
-    disorder within the watermark, duplicates, clock skew, invalid records, profile changes),
-    so that every architecture's served answer must equal the oracle exactly. The file holds
-    four hours of event time produced within a second or so: a micro-batch may start when
-    some partitions have their records and others not yet, which the event-time clock per
-    partition (CONTRACT §3) leaves without effect."""
-    events = workdir / "events.jsonl"
-    profiles = workload.default_profiles_path(events)
-    stats = workload.generate(
-        workload.WorkloadSpec(seed=11, events=2000, late_fraction=0.0), events, profiles
-    )
-    assert stats.late_events == 0
-    _produce_from_a_pod(kube, events, profiles)
-    return compute_views(load_jsonl_values(events), load_profiles_jsonl(profiles))
+def _store(kind: str) -> str:
+    return f"{RELEASE}-{kind}"
 
 
-def _produce_from_a_pod(kube: Kube, events: Path, profiles: Path) -> None:
-    """`lk produce` in a pod with the serving pod's image and settings (the cluster's Kafka)."""
-    serving = kube.get("deployment", f"{RELEASE}-serving")
-    spec = serving["spec"]["template"]["spec"]
-    container = spec["containers"][0]
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "lk-producer",
-            # The chart's NetworkPolicy admits producers to Kafka by this label.
-            "labels": {"app.kubernetes.io/part-of": "tests", "lambda-kappa.io/producer": "true"},
-        },
-        "spec": {
-            "restartPolicy": "Never",
-            "enableServiceLinks": False,
-            "automountServiceAccountToken": False,
-            "securityContext": spec.get("securityContext", {}),
-            "containers": [
-                {
-                    "name": "producer",
-                    "image": container["image"],
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": ["sleep", "3600"],
-                    "env": container.get("env", []),
-                    "securityContext": container.get("securityContext", {}),
-                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
-                }
-            ],
-            "volumes": [{"name": "tmp", "emptyDir": {}}],
-        },
+def test_network_policies_admit_every_connection_the_release_makes(
+    kube: Kube, release: str
+) -> None:
+    running = {
+        p["metadata"]["labels"].get(COMPONENT)
+        for p in kube.items("pods", "-l", f"app.kubernetes.io/instance={RELEASE}")
+        if p["status"].get("phase") == "Running"
     }
-    # A pod left by an interrupted run would be restarted by `apply`, under the exec below.
-    kube.kubectl("delete", "pod", "lk-producer", "--ignore-not-found", "--wait=true")
-    kube.kubectl("create", "-f", "-", stdin=json.dumps(pod))
+    tried = {}
+    for component, admitted in _ADMITTED.items():
+        if component not in running:
+            continue
+        for store, port in _STORES.items():
+            tried[(component, store)] = netprobe.app_pod_connects(
+                kube, component, _store(store), port
+            )
+            assert tried[(component, store)] == (store in admitted), (component, store, tried)
+    assert ("serving", "postgres") in tried, sorted(running)  # the release was there
+    # A producer outside the release's components (the tests' own, the README's `lk produce`)
+    with netprobe.probe_pod(kube, "lk-probe-producer", {"lambda-kappa.io/producer": "true"}):
+        assert netprobe.probe_connects(kube, "lk-probe-producer", _store("kafka"), 9092)
+
+
+def test_network_policies_refuse_what_they_do_not_admit(kube: Kube, release: str) -> None:
+    # A pod with no labels, and one labelled as the release's but as no client of a store
+    for name, labels in (
+        ("lk-probe-bare", {}),
+        ("lk-probe-stranger", {"app.kubernetes.io/instance": RELEASE,
+                               "app.kubernetes.io/component": "probe"}),
+    ):  # fmt: skip
+        with netprobe.probe_pod(kube, name, labels):
+            for store, port in _STORES.items():
+                assert not netprobe.probe_connects(kube, name, _store(store), port), (name, store)
+    # The serving pod cannot reach MinIO (tried with the rest in the test above)
+    assert not netprobe.app_pod_connects(kube, "serving", _store("minio"), 9000)
+    # A pod outside the release's namespace, even labelled as its serving pod, cannot reach
+    # Postgres; the same labels inside the namespace can (the probe itself works).
+    serving = {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": "serving"}
+    postgres = _store("postgres")
+    kube.run([kube.kubectl_bin, "create", "namespace", PROBE_NAMESPACE], check=False)
     try:
-        kube.kubectl("wait", "--for=condition=Ready", "pod/lk-producer", "--timeout=300s")
-        for local, remote in ((profiles, "/tmp/profiles.jsonl"), (events, "/tmp/events.jsonl")):
-            kube.kubectl("cp", str(local), f"lk-producer:{remote}", timeout=120)
-        kube.kubectl(
-            "exec", "lk-producer", "--", "lk", "produce", "--file", "/tmp/profiles.jsonl",
-            "--topic", "profiles", timeout=300,
-        )  # fmt: skip
-        kube.kubectl(
-            "exec", "lk-producer", "--", "lk", "produce", "--file", "/tmp/events.jsonl",
-            timeout=300,
-        )  # fmt: skip
+        with netprobe.probe_pod(kube, "lk-probe-outside", serving, PROBE_NAMESPACE):
+            host = netprobe.service_host(kube, postgres, PROBE_NAMESPACE)
+            assert not netprobe.probe_connects(
+                kube, "lk-probe-outside", host, 5432, PROBE_NAMESPACE
+            )
+        with netprobe.probe_pod(kube, "lk-probe-inside", serving):
+            assert netprobe.probe_connects(kube, "lk-probe-inside", postgres, 5432)
     finally:
-        kube.kubectl("delete", "pod", "lk-producer", "--wait=false", check=False)
+        kube.run(
+            [kube.kubectl_bin, "delete", "namespace", PROBE_NAMESPACE, "--wait=false"], check=False
+        )
 
 
-# -- Airflow -----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def airflow(kube: Kube, release: str) -> Iterator[AirflowApi]:
-    """Airflow's REST API and UI through a port-forward of its Service, as the admin user."""
-    secret = kube.get("secret", f"{RELEASE}-credentials")
-    password = base64.b64decode(secret["data"]["airflow-admin-password"]).decode()
-    with kube.port_forward(AIRFLOW, 8080) as url:
-        yield AirflowApi(url, "admin", password)
+# -- the workload (conftest's `oracle`) and Airflow (conftest's `airflow`) ----------------------
 
 
 @dataclass
@@ -239,6 +229,33 @@ def test_lambda_batch_triggered_through_rest_runs_spark_driver_and_executor_pods
     assert not {n for n in left if n.startswith("lk-step-")}, f"executors left behind: {left}"
 
 
+@pytest.mark.architectures("lambda", "both")
+def test_the_batch_steps_log_no_error(airflow: AirflowApi) -> None:
+    """A clean run logs no error: not Spark's pod watch (the API server on etcd 3.6 answers its
+    watch progress requests), not the XCom sidecar's end, not the driver's own lines."""
+    run_id = _batch_run()
+    found = {}
+    for task, state in airflow.task_states(BATCH_DAG, run_id).items():
+        if state != "success":
+            continue
+        try_number = airflow.task_instance(BATCH_DAG, run_id, task)["try_number"]
+        entries = airflow.task_log_entries(BATCH_DAG, run_id, task, try_number)
+        errors = [
+            str(e.get("event", ""))[:300]
+            for e in entries
+            if str(e.get("level", "")).lower() in ("error", "critical")
+            or _SPARK_ERROR.search(str(e.get("event", "")))
+        ]
+        found[task] = len(entries)
+        assert not errors, f"{task} (try {try_number}) logged errors:\n" + "\n".join(errors[:10])
+    assert {"close_archive", "compute_views"} <= set(found), found
+
+
+_SPARK_ERROR = re.compile(r"\b(ERROR|FATAL)\b")
+"""A log4j line's level (`26/11/28 22:17:35 ERROR AbstractWatchManager: ...`), in the step
+pod's output that the operator copies into the task's log."""
+
+
 # -- serving -----------------------------------------------------------------------------------
 
 
@@ -271,23 +288,12 @@ def _wait_until_exact(
             return answers
         if time.monotonic() > deadline:
             off = [v for v in VIEWS if answers[v]["rows"] != oracle.views[v]]
-            why = "\n".join(_difference(v, answers[v], oracle.views[v]) for v in off)
+            why = "\n".join(difference(v, answers[v], oracle.views[v]) for v in off)
             raise AssertionError(
                 f"{architecture}: views still differ from the oracle: {off}\n{why}\n"
                 + _streams_state(kube)
             )
         time.sleep(5)
-
-
-def _difference(view: str, answer: dict[str, Any], expected: list[dict[str, Any]]) -> str:
-    """How a served answer differs from the oracle's rows: its meta, the counts, a few rows."""
-    rows = answer["rows"]
-    extra = [r for r in rows if r not in expected][:3]
-    missing = [r for r in expected if r not in rows][:3]
-    return (
-        f"{view}: {len(rows)} rows served, {len(expected)} expected; meta {answer['meta']}\n"
-        f"  served, not expected: {extra}\n  expected, not served: {missing}"
-    )
 
 
 def _streams_state(kube: Kube) -> str:
@@ -365,7 +371,7 @@ def test_kappa_reprocess_clicked_in_the_ui_switches_readers_atomically(
             f"a reader saw an answer that is not the oracle's, of versions "
             f"{[version for version, _ in inexact]} "
             f"(before {before}, after {after}, {len(seen)} reads)\n"
-            + _difference("page_views", inexact[-1][1], oracle.views["page_views"])
+            + difference("page_views", inexact[-1][1], oracle.views["page_views"])
             + "\n"
             + _streams_state(kube)
         )
@@ -494,13 +500,22 @@ def test_the_spark_history_server_lists_the_batch_steps_applications(kube: Kube)
             return list(response.json())
 
         deadline = time.monotonic() + 180  # the server rescans its log folder every 10 s
-        names: set[str] = set()
+        apps: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
-            names = {app["name"] for app in applications()}
-            if {"close-archive", "compute-views"} <= {_step_of(n) for n in names}:
+            apps = applications()
+            if {"close-archive", "compute-views"} <= {_step_of(a["name"]) for a in apps}:
                 break
             time.sleep(10)
-    assert {"close-archive", "compute-views"} <= {_step_of(n) for n in names}, sorted(names)
+        names = sorted(a["name"] for a in apps)
+        assert {"close-archive", "compute-views"} <= {_step_of(n) for n in names}, names
+        # Driver <-> executor traffic, through the NetworkPolicies: the executors ran tasks
+        # the driver sent them and sent back their results.
+        for app in (a for a in apps if _step_of(a["name"]) == "compute-views"):
+            executors = httpx.get(
+                f"{url}/api/v1/applications/{app['id']}/allexecutors", timeout=30
+            ).json()
+            done = {e["id"]: e["completedTasks"] for e in executors if e["id"] != "driver"}
+            assert any(done.values()), f"{app['id']}: no executor completed a task: {done}"
 
 
 def _step_of(app_name: str) -> str:

@@ -1,0 +1,461 @@
+"""Pod-level faults on the cluster, while both architectures stream a workload, ending exact.
+
+The faults Kubernetes users meet, on the one release the other tests share: the speed layer's,
+the Kappa job's and the archiver's pods deleted mid-stream, as `lambda_batch` starts; the
+driver pod of that run's compute step, deleted while its Spark job runs (Airflow's retry
+finishes the run); the Postgres pod, then the Kafka pod; then the node restarted (`lk cluster
+down`, `lk cluster up`, volumes and etcd kept). The batch overlaps the stream faults: its
+first steps take two minutes that the suite would otherwise spend waiting.
+
+A second workload is produced in parts from a pod while this happens, one part just before
+each fault but the batch's, so that each fault lands while the streams read. It collides with
+nothing of the first (tests/k8s/workloads.py) and no event of either is late, so after each
+fault every view of both architectures, read through the serving Service, must equal the
+oracle of everything in the log. The fault-by-outcome table is printed (as `make test-faults`
+prints its own) and written to `out/k8s-faults.md`.
+
+They run after the views are checked and before `helm upgrade` (conftest orders them), and
+leave the release healthy: every pod Ready, every view exact, Airflow's forward reopened.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.oracle import OracleResult, load_jsonl_values
+from core.settings import Settings
+from tests.conftest import ROOT, run_lk
+from tests.k8s import workloads
+from tests.k8s.conftest import FIRST_WORKLOAD, RELEASE, ForwardedAirflow
+from tests.k8s.kube import Kube, KubeError
+from tests.k8s.serving_views import (
+    ARCHITECTURES,
+    ServingReader,
+    UnavailableError,
+    wait_until_exact,
+)
+
+pytestmark = pytest.mark.architectures("both")  # it checks both architectures' every view
+
+COMPONENT = "app.kubernetes.io/component"
+INSTANCE = f"app.kubernetes.io/instance={RELEASE}"
+STREAMS = ("speed-layer", "kappa-stream", "archiver")
+BATCH_DAG = "lambda_batch"
+BATCH_STEP = "compute-views"
+DRIVER = f"{COMPONENT}=spark-step,lambda-kappa.io/step={BATCH_STEP}"
+EVENTS = 1500
+PARTS = 4
+"""One part before each fault: the streams' pods (as the batch starts), Postgres, Kafka, the
+node."""
+MID_STREAM_S = 3.0
+"""After a part is produced, the fault waits this long: the streams are reading it."""
+BACK_S = 600.0
+EXACT_S = 600.0
+RUN_S = 1500.0
+
+
+@dataclass
+class Outcome:
+    fault: str
+    how: str
+    back: str = "-"  # what came back, and when
+    exact_s: float | None = None  # until every view of both architectures was the oracle's
+    restarted: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class BatchFault:
+    """Deletes the driver pod of `lambda_batch`'s compute step once it runs its Spark job (its
+    executor pods run), from a thread: the stream faults go on meanwhile."""
+
+    kube: Kube
+    airflow: ForwardedAirflow
+    run_id: str
+    deleted_at: float | None = None
+    error: BaseException | None = None
+    thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def join(self) -> float:
+        """When the pod was deleted (`time.monotonic()`)."""
+        assert self.thread is not None
+        self.thread.join(RUN_S + 60)
+        if self.error is not None:
+            raise self.error
+        assert self.deleted_at is not None, f"no {BATCH_STEP} driver deleted in {RUN_S:.0f} s"
+        return self.deleted_at
+
+    def _run(self) -> None:
+        try:
+            _wait(f"the {BATCH_STEP} driver running with executors", self._mid_job, RUN_S)
+            self.deleted_at = time.monotonic()
+            self.kube.kubectl("delete", "pod", "-l", DRIVER, "--wait=false")
+        except BaseException as exc:  # raised by join(), in the test
+            self.error = exc
+
+    def _mid_job(self) -> bool:
+        drivers = [p for p in _pods_any(self.kube, DRIVER) if p["status"].get("phase") == "Running"]
+        if not drivers:
+            run = self.airflow.get(f"/dags/{BATCH_DAG}/dagRuns/{self.run_id}")
+            assert run["state"] not in ("success", "failed"), (
+                f"the run ended before its {BATCH_STEP} pod was caught running: "
+                f"{self.airflow.task_states(BATCH_DAG, self.run_id)}"
+            )
+            return False
+        # Its executor pods run, which the driver owns (they go with it).
+        uids = {p["metadata"]["uid"] for p in drivers}
+        return any(
+            p["status"].get("phase") == "Running"
+            and uids & {o["uid"] for o in p["metadata"].get("ownerReferences", [])}
+            for p in _pods_any(self.kube, f"{COMPONENT}=spark-executor")
+        )
+
+
+@dataclass
+class Faults:
+    """The suite's state: the second workload, what of it is in the log, the outcomes."""
+
+    kube: Kube
+    settings: Settings
+    first: workloads.Workload
+    later: workloads.Workload
+    parts: list[Path]
+    producer: workloads.ProducerPod
+    reader: ServingReader
+    produced: list[Path] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+    batch: BatchFault | None = None
+
+    def produce_part(self) -> None:
+        """The next part into the log, then a moment for the streams to start reading it."""
+        part = self.parts[len(self.produced)]
+        self.producer.produce(part)
+        self.produced.append(part)
+        time.sleep(MID_STREAM_S)
+
+    def expected(self) -> OracleResult:
+        values = self.first.values() + [v for p in self.produced for v in _values(p)]
+        return workloads.oracle_of(values, [self.first, self.later])
+
+    def until_exact(self, outcome: Outcome, started: float) -> None:
+        """Every view of both architectures equals the oracle of the log: the fault's time to
+        that, from `started` (its injection)."""
+        wait_until_exact(self.reader, self.expected(), EXACT_S)
+        outcome.exact_s = time.monotonic() - started
+
+    def table(self) -> str:
+        rows = [
+            "| fault | how | came back | restarted | exact again after |",
+            "|---|---|---|---|---|",
+            *(
+                f"| {o.fault} | {o.how} | {o.back} | {', '.join(o.restarted) or 'none'} | "
+                + (f"{o.exact_s:.0f} s" if o.exact_s is not None else "**not exact**")
+                + (f" ({o.note})" if o.note else "")
+                + " |"
+                for o in self.outcomes
+            ),
+        ]
+        return "\n".join(rows)
+
+
+def _values(path: Path) -> list[bytes]:
+    return load_jsonl_values(path)
+
+
+@pytest.fixture(scope="module")
+def faults(
+    request: pytest.FixtureRequest,
+    kube: Kube,
+    cluster_settings: Settings,
+    first_workload: workloads.Workload,
+    oracle: OracleResult,
+    workdir: Path,
+) -> Iterator[Faults]:
+    later = workloads.later_workload(FIRST_WORKLOAD, 12, EVENTS, workdir / "faults")
+    everything = first_workload.values() + later.values()
+    assert not workloads.late_in(everything, cluster_settings), "a workload event would be late"
+    clock = time.monotonic()
+    with (
+        workloads.ProducerPod(kube, "lk-fault-producer") as producer,
+        ServingReader(kube) as reader,
+    ):
+        state = Faults(
+            kube, cluster_settings, first_workload, later,
+            workloads.split(later.events, PARTS), producer, reader,
+        )  # fmt: skip
+        # Before any fault: the release is whole and serves the first workload exactly.
+        _wait_release_ready(kube, BACK_S)
+        wait_until_exact(reader, oracle, EXACT_S)
+        producer.produce(later.profiles, "profiles")  # the user table's changes come first
+        try:
+            yield state
+        finally:
+            took = time.monotonic() - clock
+            table = state.table()
+            out = ROOT / "out"
+            out.mkdir(exist_ok=True)
+            (out / "k8s-faults.md").write_text(table + "\n")
+            # Printed whatever happened (a failed fault's row says so), past pytest's capture,
+            # as `capsys.disabled()` prints.
+            capture = request.config.pluginmanager.getplugin("capturemanager")
+            with capture.global_and_fixture_disabled():
+                print(f"\n{table}")
+                print(
+                    f"pod faults: {len(state.produced)} of {PARTS} parts of the second "
+                    f"workload produced, {took:.0f} s in all"
+                )
+
+
+# -- the release's pods -----------------------------------------------------------------------
+
+
+def _pods(kube: Kube, selector: str) -> list[dict[str, Any]]:
+    return kube.items("pods", "-l", f"{INSTANCE},{selector}")
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = pod["status"].get("conditions", [])
+    deleting = pod["metadata"].get("deletionTimestamp") is not None
+    return not deleting and any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def _restarts(kube: Kube) -> dict[str, tuple[str, int]]:
+    """component -> (its pod's uid, its containers' restarts), of the release's long-running
+    pods."""
+    found = {}
+    for pod in kube.items("pods", "-l", INSTANCE):
+        component = pod["metadata"]["labels"].get(COMPONENT, "")
+        if pod["status"].get("phase") != "Running" or component.startswith("spark-"):
+            continue
+        count = sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
+        found[component] = (pod["metadata"]["uid"], count)
+    return found
+
+
+def _restarted(before: dict[str, tuple[str, int]], after: dict[str, tuple[str, int]]) -> list[str]:
+    """Components whose pod was replaced or whose container restarted in between."""
+    return sorted(c for c, state in after.items() if c in before and before[c] != state)
+
+
+def _wait(what: str, condition: Callable[[], bool], timeout_s: float) -> float:
+    """Seconds until `condition` holds (an API error counts as not yet), or an AssertionError."""
+    started = time.monotonic()
+    while True:
+        try:
+            if condition():
+                return time.monotonic() - started
+        except (KubeError, KeyError):
+            pass  # the API server is restarting, or an object is half made
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
+        time.sleep(2)
+
+
+def _release_ready(kube: Kube, since: datetime | None = None) -> bool:
+    """Every Deployment and StatefulSet of the release has its replicas, and every pod of the
+    release that runs is Ready (since `since`, when given: after a node restart the objects'
+    status is the one from before until the kubelet reports again)."""
+    owners = kube.items("deployments", "-l", INSTANCE) + kube.items("statefulsets", "-l", INSTANCE)
+    if not owners or any(
+        w["status"].get("readyReplicas", 0) < w["spec"].get("replicas", 1) for w in owners
+    ):
+        return False
+    for pod in kube.items("pods", "-l", INSTANCE):
+        component = pod["metadata"]["labels"].get(COMPONENT, "")
+        if pod["status"].get("phase") in ("Succeeded", "Failed") or component.startswith("spark"):
+            continue  # a Job's finished pod; Spark's executors and steps belong to their runs
+        if pod["metadata"].get("deletionTimestamp"):
+            return False  # a replaced pod still stopping
+        ready = [c for c in pod["status"].get("conditions", []) if c["type"] == "Ready"]
+        if not ready or ready[0]["status"] != "True":
+            return False
+        if since is not None and _timestamp(ready[0]["lastTransitionTime"]) < since:
+            return False
+    return True
+
+
+def _timestamp(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _wait_release_ready(kube: Kube, timeout_s: float, since: datetime | None = None) -> float:
+    return _wait("every pod of the release Ready", lambda: _release_ready(kube, since), timeout_s)
+
+
+def _replaced(kube: Kube, component: str, old: set[str]) -> Callable[[], bool]:
+    """A pod of `component` that is not one of `old` (by uid) is Ready."""
+
+    def check() -> bool:
+        pods = _pods(kube, f"{COMPONENT}={component}")
+        return any(p["metadata"]["uid"] not in old and _ready(p) for p in pods)
+
+    return check
+
+
+def _uids(kube: Kube, component: str) -> set[str]:
+    return {p["metadata"]["uid"] for p in _pods(kube, f"{COMPONENT}={component}")}
+
+
+def _delete(kube: Kube, selector: str) -> None:
+    """`kubectl delete pod` as a user or an eviction does it: graceful (SIGTERM, then the grace
+    period), not waiting for the pod to be gone."""
+    kube.kubectl("delete", "pod", "-l", f"{INSTANCE},{selector}", "--wait=false")
+
+
+def _api_answer(reader: ServingReader) -> str:
+    """What a reader of the serving API gets now (its store may be away): the status code."""
+    try:
+        response = reader.get("/v1/views/page_views", architecture="kappa", limit="1")
+    except UnavailableError:
+        return "no answer"
+    return str(response.status_code)
+
+
+# -- the faults --------------------------------------------------------------------------------
+
+
+def test_the_streams_pods_deleted_mid_stream_come_back_exact(
+    faults: Faults, airflow: ForwardedAirflow
+) -> None:
+    """While `lambda_batch` starts too (the test below deletes its step's pod): its first step
+    drains the log into the archive with the archiver's lease, whose holder's pod is deleted."""
+    kube = faults.kube
+    outcome = Outcome(
+        "speed layer, Kappa job, archiver",
+        f"their 3 pods deleted mid-stream, as `{BATCH_DAG}` starts",
+    )
+    faults.outcomes.append(outcome)
+    before = _restarts(kube)
+    old = {c: _uids(kube, c) for c in STREAMS}
+    assert all(old.values()), old
+    airflow.wait_for_dag(BATCH_DAG)
+    airflow.unpause(BATCH_DAG)
+    # The part first: the run's close_archive then finds it in the log, so compute_views has
+    # something new to compute (a batch with nothing new archived skips, and has no driver).
+    faults.produce_part()
+    faults.batch = BatchFault(kube, airflow, airflow.trigger(BATCH_DAG))
+    faults.batch.start()
+    started = time.monotonic()
+    _delete(kube, f"{COMPONENT} in ({','.join(STREAMS)})")
+    back: dict[str, float] = {}  # seconds from the deletion until each one's new pod is Ready
+
+    def all_back() -> bool:
+        for c in STREAMS:
+            if c not in back and _replaced(kube, c, old[c])():
+                back[c] = time.monotonic() - started
+        return len(back) == len(STREAMS)
+
+    _wait("a new pod of each stream Ready", all_back, BACK_S)
+    outcome.back = "new pods Ready: " + ", ".join(f"{c} {back[c]:.0f} s" for c in STREAMS)
+    faults.until_exact(outcome, started)
+    outcome.restarted = _restarted(before, _restarts(kube))
+
+
+def test_a_batch_steps_driver_pod_deleted_mid_run_is_retried_and_the_run_succeeds(
+    faults: Faults, airflow: ForwardedAirflow
+) -> None:
+    outcome = Outcome(
+        f"{BATCH_DAG}'s {BATCH_STEP} driver pod",
+        "deleted while it runs its Spark job (with its executors)",
+    )
+    faults.outcomes.append(outcome)
+    assert faults.batch is not None, "the run starts with the test above"
+    run_id = faults.batch.run_id
+    started = faults.batch.join()
+    run = airflow.wait_for_run(BATCH_DAG, run_id, RUN_S)
+    took = time.monotonic() - started
+    states = airflow.task_states(BATCH_DAG, run_id)
+    task = airflow.task_instance(BATCH_DAG, run_id, "compute_views")
+    outcome.back = f"try {task['try_number']} of compute_views; run {run['state']} {took:.0f} s"
+    assert run["state"] == "success", states
+    assert task["try_number"] >= 2, f"the deleted pod's try was not the one that succeeded: {task}"
+    assert set(states.values()) == {"success"}, states
+    faults.until_exact(outcome, started)
+
+
+@pytest.mark.parametrize("store", ["postgres", "kafka"])
+def test_a_deleted_store_pod_comes_back_with_its_data_and_the_views_exact(
+    faults: Faults, store: str
+) -> None:
+    kube = faults.kube
+    what = {"postgres": "Postgres (serving store, checkpoints' offsets, Airflow's database)",
+            "kafka": "Kafka (the log; KRaft)"}[store]  # fmt: skip
+    outcome = Outcome(what, "its StatefulSet's pod deleted mid-stream")
+    faults.outcomes.append(outcome)
+    before = _restarts(kube)
+    old = _uids(kube, store)
+    faults.produce_part()
+    started = time.monotonic()
+    _delete(kube, f"{COMPONENT}={store}")
+    answers: Counter[str] = Counter()
+    replaced = _replaced(kube, store, old)
+
+    def back_while_reading() -> bool:
+        answers[_api_answer(faults.reader)] += 1  # what a reader meets meanwhile
+        return replaced()
+
+    back = _wait(f"a new {store} pod Ready", back_while_reading, BACK_S)
+    ready = back + _wait_release_ready(kube, BACK_S)
+    outcome.back = f"pod Ready {back:.0f} s, whole release Ready {ready:.0f} s"
+    outcome.note = "reads meanwhile: " + ", ".join(f"{a} ({n})" for a, n in sorted(answers.items()))
+    faults.until_exact(outcome, started)
+    outcome.restarted = _restarted(before, _restarts(kube))
+
+
+def _pods_any(kube: Kube, selector: str) -> list[dict[str, Any]]:
+    """Pods by `selector` alone (the DAGs' step pods carry no instance label)."""
+    return kube.items("pods", "-l", selector)
+
+
+def test_a_node_restart_keeps_the_release_and_its_data(
+    faults: Faults, airflow: ForwardedAirflow
+) -> None:
+    """`lk cluster down` kills every container and stops the node; `lk cluster up` starts it
+    again on the kept etcd and volumes: the release comes back by itself, as after a reboot."""
+    kube = faults.kube
+    outcome = Outcome("the node", "`lk cluster down`, `lk cluster up` (etcd, volumes kept)")
+    faults.outcomes.append(outcome)
+    volumes = {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.items("pvc")}
+    before = _restarts(kube)
+    faults.produce_part()
+    assert len(faults.produced) == PARTS, "every part is in the log before the node goes"
+    faults.producer.delete(wait=True)  # its pod would not come back (restartPolicy Never)
+    faults.reader.close()
+    airflow.close()
+    started, wall = time.monotonic(), datetime.now(UTC)
+    for action, timeout in (("down", 600), ("up", 1800)):
+        result = run_lk("cluster", action, timeout=timeout)
+        assert result.returncode == 0, f"lk cluster {action}: {result.stderr[-2000:]}"
+    up = time.monotonic() - started
+    ready = up + _wait_release_ready(kube, BACK_S, since=wall)
+    outcome.back = f"node up {up:.0f} s, whole release Ready {ready:.0f} s"
+    airflow.reconnect()
+    assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.items("pvc")} == volumes
+    faults.until_exact(outcome, started)
+    outcome.restarted = _restarted(before, _restarts(kube))
+
+
+def test_after_the_faults_every_view_equals_the_oracle_of_the_whole_log(faults: Faults) -> None:
+    assert [o.exact_s is not None for o in faults.outcomes] == [True] * 5, faults.table()
+    expected = faults.expected()
+    assert len(faults.produced) == PARTS
+    _, answers = wait_until_exact(faults.reader, expected, EXACT_S)
+    for architecture in ARCHITECTURES:
+        meta = answers[architecture]["page_views"]["meta"]
+        assert meta["architecture"] == architecture
+        assert meta["quarantined"] == expected.quarantined, (architecture, meta)
+        assert meta["late_dropped"] == 0, (architecture, meta)
+    assert answers["lambda"]["page_views"]["meta"]["batch_cutoff"] is not None
