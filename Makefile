@@ -35,8 +35,8 @@ test: setup ## All tests: unit, and integration against the real local stack it 
 	$(UV) run pytest --durations=25 $(PYTEST_ARGS)
 
 .PHONY: test-faults
-test-faults: setup ## Faults: components killed, services stopped, checkpoints lost; views end exact
-	$(UV) run pytest tests/faults --faults -s --durations=10 $(PYTEST_ARGS)
+test-faults: setup ## The cluster's fault suite alone (pods deleted, the node restarted; in test-k8s)
+	$(UV) run pytest tests/k8s/test_pod_faults.py --k8s --durations=10 $(PYTEST_ARGS)
 
 .PHONY: test-compare
 test-compare: setup ## `lk demo`'s live comparison on a small workload; its report checked in Chromium
@@ -44,7 +44,7 @@ test-compare: setup ## `lk demo`'s live comparison on a small workload; its repo
 
 .PHONY: test-k8s
 test-k8s: setup ## The chart on a real cluster it starts (lk cluster up): architecture both
-	$(UV) run pytest tests/k8s --k8s --k8s-architecture both $(PYTEST_ARGS)
+	$(UV) run pytest tests/k8s --k8s --k8s-architecture both --durations=30 $(PYTEST_ARGS)
 
 .PHONY: test-k8s-lambda
 test-k8s-lambda: setup ## The same on the real cluster, with the chart in lambda alone

@@ -127,12 +127,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="the architecture tests/k8s installs (default both)",
     )
     group.addoption(
-        "--faults",
-        action="store_true",
-        help="run tests/faults: components killed, services stopped, on a stack of its own; "
-        "`make test-faults`",
-    )
-    group.addoption(
         "--comparison",
         action="store_true",
         help="run tests/comparison: `lk demo`'s live comparison and its report (10 minutes); "
@@ -144,9 +138,6 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     # The real-cluster tests build a cluster and images: only `make test-k8s` (--k8s) runs them.
     if collection_path.name == "k8s" and collection_path.parent == ROOT / "tests":
         return not config.getoption("--k8s")
-    # The fault suite stops services for minutes: only `make test-faults` (--faults) runs it.
-    if collection_path.name == "faults" and collection_path.parent == ROOT / "tests":
-        return not config.getoption("--faults")
     # The live comparison runs both architectures through five scenarios: `make test-compare`.
     if collection_path.name == "comparison" and collection_path.parent == ROOT / "tests":
         return not config.getoption("--comparison")
