@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from tests.integration.helpers import isolated_settings, settings_env
 
 DAG_ID = "kappa_reprocess"
 RUN_TIMEOUT_S = 900
+LOG_UPLOAD_S = 60
 
 
 @pytest.fixture(scope="module")
@@ -107,9 +109,23 @@ def test_task_logs_are_on_minio_and_read_back_after_the_local_files_are_gone(
     ran = {t for t, state in api.task_states(DAG_ID, run_id).items() if state == "success"}
     s3 = s3_client(settings)
     prefix = f"{airflow_config.LOGS_FOLDER}/dag_id={DAG_ID}/run_id={run_id}/"
-    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=settings.logs_bucket, Prefix=prefix)
-    keys = [item["Key"] for page in pages for item in page.get("Contents", [])]
-    logged = {key.removeprefix(prefix).split("/")[0].removeprefix("task_id=") for key in keys}
+
+    def uploaded() -> tuple[list[str], set[str]]:
+        pages = s3.get_paginator("list_objects_v2").paginate(
+            Bucket=settings.logs_bucket, Prefix=prefix
+        )
+        keys = [item["Key"] for page in pages for item in page.get("Contents", [])]
+        return keys, {
+            key.removeprefix(prefix).split("/")[0].removeprefix("task_id=") for key in keys
+        }
+
+    # The task runner uploads a try's log once the try has reported its state: the last task's
+    # log may land a moment after the run shows success.
+    deadline = time.monotonic() + LOG_UPLOAD_S
+    keys, logged = uploaded()
+    while not (ran <= logged) and time.monotonic() < deadline:
+        time.sleep(1)
+        keys, logged = uploaded()
     assert ran and ran <= logged, (ran, keys)
 
     task_id = sorted(ran)[0]
