@@ -5,7 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import ssl
-from typing import Any
+from typing import Any, Final
 
 from core.settings import Settings
 from infra.cluster import paths
@@ -90,3 +90,33 @@ def kubectl(
 def apply(settings: Settings, objects: list[dict[str, Any]]) -> None:
     document = {"apiVersion": "v1", "kind": "List", "items": objects}
     kubectl(settings, "apply", "-f", "-", stdin=json.dumps(document))
+
+
+RBAC: Final = "rbac.authorization.k8s.io"
+
+
+def cluster_role(
+    name: str, reads: dict[str, list[str]], subject: dict[str, str]
+) -> list[dict[str, Any]]:
+    """A ClusterRole that lists and watches `reads` (API group -> resources), bound to
+    `subject`: the read-only access the cluster's own agents (CoreDNS, the NetworkPolicy agent)
+    need."""
+    rules = [
+        {"apiGroups": [group], "resources": resources, "verbs": ["list", "watch"]}
+        for group, resources in reads.items()
+    ]
+    return [
+        {
+            "apiVersion": f"{RBAC}/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": rules,
+        },
+        {
+            "apiVersion": f"{RBAC}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": name},
+            "subjects": [subject],
+        },
+    ]

@@ -119,36 +119,14 @@ def bootstrap_objects(settings: Settings) -> list[dict[str, Any]]:
                 }
             ],
         },
-        {
-            "apiVersion": rbac,
-            "kind": "ClusterRole",
-            "metadata": {"name": "lk:coredns"},
-            "rules": [
-                {
-                    "apiGroups": [""],
-                    "resources": ["endpoints", "services", "pods", "namespaces"],
-                    "verbs": ["list", "watch"],
-                },
-                {
-                    "apiGroups": ["discovery.k8s.io"],
-                    "resources": ["endpointslices"],
-                    "verbs": ["list", "watch"],
-                },
-            ],
-        },
-        {
-            "apiVersion": rbac,
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "lk:coredns"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "lk:coredns",
+        *api.cluster_role(
+            "lk:coredns",
+            {
+                "": ["endpoints", "services", "pods", "namespaces"],
+                "discovery.k8s.io": ["endpointslices"],
             },
-            "subjects": [
-                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": pki.COREDNS_USER}
-            ],
-        },
+            {"apiGroup": api.RBAC, "kind": "User", "name": pki.COREDNS_USER},
+        ),
         {
             "apiVersion": "storage.k8s.io/v1",
             "kind": "StorageClass",

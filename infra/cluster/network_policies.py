@@ -85,36 +85,12 @@ def objects(settings: Settings) -> list[dict[str, Any]]:
     has no NRI, so the agent learns pod IPs from the API alone."""
     labels = {"app.kubernetes.io/name": NAME, "k8s-app": NAME}
     node_ip = settings.cluster_node_ip
-    rbac = "rbac.authorization.k8s.io/v1"
     return [
-        {
-            "apiVersion": rbac,
-            "kind": "ClusterRole",
-            "metadata": {"name": NAME},
-            "rules": [
-                {
-                    "apiGroups": [""],
-                    "resources": ["pods", "namespaces"],
-                    "verbs": ["list", "watch"],
-                },
-                {
-                    "apiGroups": ["networking.k8s.io"],
-                    "resources": ["networkpolicies"],
-                    "verbs": ["list", "watch"],
-                },
-            ],
-        },
-        {
-            "apiVersion": rbac,
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": NAME},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": NAME,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
-        },
+        *api.cluster_role(
+            NAME,
+            {"": ["pods", "namespaces"], "networking.k8s.io": ["networkpolicies"]},
+            {"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE},
+        ),
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
