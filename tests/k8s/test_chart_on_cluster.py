@@ -358,7 +358,13 @@ def test_kappa_reprocess_clicked_in_the_ui_switches_readers_atomically(
         reader = threading.Thread(target=read_throughout, daemon=True)
         reader.start()
         try:
-            run = airflow.click_trigger(REPROCESS_DAG, screenshot=workdir / "trigger.png")
+            run = airflow.click_trigger(
+                REPROCESS_DAG,
+                # The trigger form explains the param: its title, choices and description.
+                expect_form_text=("Logic version", "The view logic the new Kappa version computes"),
+                screenshot=workdir / "trigger.png",
+            )
+            assert run["conf"] == {"logic_version": "1"}  # the form's default
             done = airflow.wait_for_run(REPROCESS_DAG, run["dag_run_id"], DAG_RUN_TIMEOUT_S)
         finally:
             stop.set()
