@@ -14,6 +14,8 @@ from tests.charts.chart_utils import (
     containers,
     env_of,
     load_values,
+    pod_metadata,
+    pod_spec,
     render,
     render_set,
 )
@@ -341,3 +343,29 @@ def test_pods_exec_should_be_granted_only_for_the_xcom_sidecar(value_set: str) -
         assert "XCom sidecar" in reason
     else:
         assert with_exec == {}
+
+
+INDEPENDENT = ("kafka", "minio", "postgres", "statsd-exporter")
+"""Components whose pods are the same in every architecture."""
+
+
+def test_a_change_of_architecture_should_leave_the_log_and_the_stores_running() -> None:
+    """`helm upgrade` from one architecture to another replaces only the pods whose work
+    changes (the streams, the serving API, Airflow's): the log's, the stores' and the metrics
+    exporter's pod templates are the same, so Kubernetes rolls none of them. A label or a
+    checksum that names the architecture would restart Kafka and Postgres on every switch, and
+    every stream with them."""
+    templates = {
+        architecture: {
+            component: _template(render_set(architecture), component) for component in INDEPENDENT
+        }
+        for architecture in ("lambda", "kappa", "both")
+    }
+    assert templates["lambda"] == templates["kappa"] == templates["both"]
+
+
+def _template(rendered: Rendered, component: str) -> dict:
+    (workload,) = [
+        w for kind in ("Deployment", "StatefulSet") for w in rendered.by_component(kind, component)
+    ]
+    return {"metadata": pod_metadata(workload), "spec": pod_spec(workload)}

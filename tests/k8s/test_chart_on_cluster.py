@@ -626,6 +626,12 @@ def _volumes(kube: Kube) -> dict[str, str]:
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.items("pvc")}
 
 
+def _store_pods(kube: Kube) -> dict[str, str]:
+    """The log's and the stores' pods, by name: their uids (a replaced pod has a new one)."""
+    pods = kube.items("pods", "-l", f"{COMPONENT} in (kafka,minio,postgres)")
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
+
+
 def _snapshot(kube: Kube, architectures: tuple[str, ...]) -> dict[tuple[str, str], Any]:
     with kube.port_forward(SERVING, 8000) as url:
         return {(arch, view): _served(url, view, arch) for arch in architectures for view in VIEWS}
@@ -635,13 +641,17 @@ def _snapshot(kube: Kube, architectures: tuple[str, ...]) -> dict[tuple[str, str
 def test_helm_upgrade_lambda_kappa_both_keeps_the_data(
     kube: Kube, cluster_settings: Settings, image_tag: str, oracle: OracleResult
 ) -> None:
-    """The volumes (log, object store, serving store) survive a change of architecture, and
-    each architecture serves what it served before, once it is deployed again."""
+    """The volumes (log, object store, serving store) survive a change of architecture, the
+    log's and the stores' pods run on untouched (only the pods whose work changes are
+    replaced), and each architecture serves what it served before, once it is deployed
+    again."""
     volumes = _volumes(kube)
+    stores = _store_pods(kube)
     before = _snapshot(kube, ("lambda", "kappa"))
     for architecture in ("lambda", "kappa", "both"):
         helm_install(kube, cluster_settings, architecture, image_tag)
         assert _volumes(kube) == volumes, f"volumes changed on the upgrade to {architecture}"
+        assert _store_pods(kube) == stores, f"a store restarted on the upgrade to {architecture}"
         now = _snapshot(kube, _architectures(architecture))
         for key, answer in now.items():
             assert answer["rows"] == before[key]["rows"], (architecture, key)

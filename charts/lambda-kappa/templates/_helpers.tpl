@@ -37,7 +37,6 @@ app.kubernetes.io/part-of: lambda-kappa
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
 helm.sh/chart: {{ include "lk.chart" .root }}
-lambda-kappa.io/architecture: {{ .root.Values.architecture }}
 {{- end }}
 
 {{/* True (non-empty) when the Lambda path (archiver, batch, speed layer) is deployed. */}}
