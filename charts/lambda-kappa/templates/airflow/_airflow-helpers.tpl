@@ -69,6 +69,8 @@ Call: (dict "root" $ "tasks" true)
   value: "1"
 - name: AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES
   value: "1"
+- name: AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL
+  value: {{ $root.Values.airflow.dagProcessor.minFileProcessInterval | quote }}
 - name: AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK
   value: "True"
 {{- if include "lk.metrics.statsd" $root }}
@@ -150,13 +152,35 @@ serving store's owner, a task's Spark driver memory and Spark's event log.
   emptyDir: {}
 {{- end }}
 
-{{/* `airflow jobs check` for a job type: the official chart's liveness check. */}}
-{{- define "lk.airflow.jobsCheck" -}}
-exec:
-  command:
-    - sh
-    - -c
-    - AIRFLOW__LOGGING__LOGGING_LEVEL=ERROR airflow jobs check --job-type {{ . }} --local
+{{/*
+The probes of an Airflow job that serves no port (the DAG processor, the triggerer). The
+readiness probe is the official chart's check that the job heartbeats, `airflow jobs check`,
+which starts Python and imports Airflow (seconds of CPU each time): once a minute, and when it
+passes it touches a file in /tmp. The liveness probe only reads that file's age: a job whose
+check has not passed for 3 minutes fails it, and 4 failures restart the container, as 5
+failed checks a minute apart did when both probes ran the check. Call: the job type.
+*/}}
+{{- define "lk.airflow.jobProbes" -}}
+{{- $passed := "/tmp/lk-airflow-job-check-passed" -}}
+readinessProbe:
+  exec:
+    command:
+      - sh
+      - -c
+      - AIRFLOW__LOGGING__LOGGING_LEVEL=ERROR airflow jobs check --job-type {{ . }} --local && touch {{ $passed }}
+  initialDelaySeconds: 30
+  periodSeconds: 60
+  timeoutSeconds: 45
+livenessProbe:
+  exec:
+    command:
+      - sh
+      - -c
+      - test -n "$(find {{ $passed }} -mmin -3 2>/dev/null)"
+  initialDelaySeconds: 120
+  periodSeconds: 60
+  timeoutSeconds: 10
+  failureThreshold: 4
 {{- end }}
 
 {{- define "lk.airflow.podSpecCommon" -}}
