@@ -73,6 +73,16 @@ class TestKappa:
             assert env["LK_ARCHITECTURE"] == "kappa"
             assert "LK_BATCH_SCHEDULE" not in env
 
+    def test_should_schedule_data_quality_as_the_values_say(self) -> None:
+        """`data_quality` runs in kappa too: without LK_DQ_SCHEDULE its DAG took the setting's
+        default, hourly, whatever `dataQuality.schedule` said (a run started by an upgrade to
+        kappa outlived the release's uninstall, its step pod waiting for the operator)."""
+        for schedule in ("", "@daily"):
+            values = load_values(*VALUE_SETS["kappa"], dataQuality={"schedule": schedule})
+            rendered = render(values)
+            for component in ("airflow-scheduler", "airflow-dag-processor"):
+                assert _env(rendered, component)["LK_DQ_SCHEDULE"] == schedule, component
+
     def test_should_keep_events_forever_even_with_a_lambda_retention(self) -> None:
         rendered = render({"architecture": "kappa", "kafka": {"lambdaEventsRetentionMs": 3600000}})
         job = _init_job(rendered)

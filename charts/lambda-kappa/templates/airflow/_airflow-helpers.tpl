@@ -95,9 +95,10 @@ Call: (dict "root" $ "tasks" true)
 # The Lambda batch DAG's wiring; absent in kappa, where the DAG files define no Lambda DAG.
 - name: LK_BATCH_SCHEDULE
   value: {{ $root.Values.batchLayer.schedule | quote }}
+{{- end }}
+# Data quality runs in every architecture (the real-time suites of what is deployed).
 - name: LK_DQ_SCHEDULE
   value: {{ $root.Values.dataQuality.schedule | quote }}
-{{- end }}
 {{ include "lk.airflow.backendEnv" $root }}
 {{- if include "lk.airflow.remoteLogging" $root }}
 {{ include "lk.airflow.remoteLoggingEnv" $root }}
