@@ -29,11 +29,11 @@ def _one_line_failure(result) -> None:  # type: ignore[no-untyped-def]
         assert lines[-1].startswith("lk: error: "), result.stderr
 
 
-FUZZ_MEMORY_EVENTS = 20_000
-"""The most events the fuzzed `generate` may write: its memory check is given a machine that
-holds no more, so a draw above it is refused in one line as on any machine too small. On the
-real one a valid draw of tens of millions of events generated for over ten minutes and wrote
-gigabytes (a CI run's `make test` stalled on it)."""
+FUZZ_MEMORY_BYTES, _ = workload.footprint(workload.WorkloadSpec(seed=0, events=20_000))
+"""The memory the fuzzed `generate`'s check sees: a machine that holds 20,000 events, so a draw
+above it is refused in one line as on any machine too small. On the real one a valid draw of
+tens of millions of events generated for over ten minutes and wrote gigabytes (a CI run's
+`make test` stalled on it)."""
 
 
 @settings(
@@ -43,9 +43,9 @@ gigabytes (a CI run's `make test` stalled on it)."""
 def test_generate_refuses_bad_sizes_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: str, events: str, hours: str
 ) -> None:
-    memory, _ = workload.footprint(workload.WorkloadSpec(seed=0, events=FUZZ_MEMORY_EVENTS))
-    monkeypatch.setattr(lk_cli, "_available_memory", lambda: memory)
+    monkeypatch.setattr(lk_cli, "_available_memory", lambda: FUZZ_MEMORY_BYTES)
     out = tmp_path / "fuzz.jsonl"
+    out.unlink(missing_ok=True)  # tmp_path is the same for every example: not an earlier one's
     args = ["generate", "--seed", seed, "--events", events, "--hours", hours, "--out", str(out)]
     result = CliRunner().invoke(cli, args)
     _one_line_failure(result)
