@@ -36,7 +36,10 @@ test: setup ## All tests: unit, and integration against the real local stack it 
 
 .PHONY: test-faults
 test-faults: setup ## The cluster's fault suite alone (pods deleted, the node restarted; in test-k8s)
-	$(UV) run pytest tests/k8s/test_pod_faults.py --k8s --durations=10 $(PYTEST_ARGS)
+	@# The batch's fault is the chart's batch test's (its driver pod deleted): it runs first.
+	$(UV) run pytest --k8s --durations=10 $(PYTEST_ARGS) \
+	  "tests/k8s/test_chart_on_cluster.py::test_lambda_batch_through_rest_on_driver_and_executor_pods_survives_its_driver_deleted" \
+	  tests/k8s/test_pod_faults.py
 
 .PHONY: test-compare
 test-compare: setup ## `lk demo`'s live comparison on a small workload; its report checked in Chromium

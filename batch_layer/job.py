@@ -24,7 +24,7 @@ from core.catalog import CLICK_WINDOW_MS, VIEWS
 from core.frames import empty_profiles
 from core.master_dataset import PARTITION_COLUMNS, RAW_COLUMNS, MasterDataset, require_raw
 from core.settings import Architecture, Settings
-from core.store import state, versions
+from core.store import bulk, state, versions
 from core.store.schema import batch_table
 from core.store.streams import batch_partials_stream
 from core.times import to_timestamp
@@ -304,18 +304,9 @@ def write_version(
 
     from pyspark.sql import functions as F
 
-    properties = {
-        "user": settings.postgres_user,
-        "password": settings.postgres_password,
-        "driver": "org.postgresql.Driver",
-        "batchsize": "10000",
-    }
-
     def write(name: str) -> None:
         rows = views[name].select(F.lit(version).alias("version"), *VIEWS[name].columns)
-        rows.write.jdbc(
-            settings.postgres_jdbc_url, batch_table(name), mode="append", properties=properties
-        )
+        bulk.append(settings, batch_table(name), rows)
 
     with ThreadPoolExecutor(max_workers=len(views)) as pool:
         writes = [pool.submit(write, name) for name in views]
@@ -329,12 +320,11 @@ def write_partials(conn: psycopg.Connection, partials: dict[str, DataFrame], ver
     """Keep ``batch_partials`` as the state of stream ``batch_partials_stream(version)``, keyed
     and encoded as a stream keeps its own (``core.store.state``); returns the rows kept. A
     partial per user is brought to the driver whole: as many rows as users."""
-    from pyspark.sql import functions as F
 
     states = {}
     for name, frame in partials.items():
         columns = PARTIALS[name].schema.names
-        rows = frame.select(*columns, F.to_json(F.struct(*columns)).alias(_VALUE)).toArrow()
+        rows = frame.select(*columns, state.values_on_spark(columns).alias(_VALUE)).toArrow()
         key = PARTIALS[name].key
         states[name] = state.StateRows(state.keys(rows, key), rows.column(_VALUE).to_pylist())
     with conn.transaction():

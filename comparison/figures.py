@@ -232,6 +232,13 @@ class SweepPoint:
     cpu_seconds: float | None = None
     peak_rss_bytes: int | None = None
 
+    @property
+    def cores(self) -> float | None:
+        """The cores its drivers kept busy on average (CPU-seconds over seconds)."""
+        if self.cpu_seconds is None or self.seconds <= 0:
+            return None
+        return self.cpu_seconds / self.seconds
+
 
 @dataclass(frozen=True, slots=True)
 class Sweep:

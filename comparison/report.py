@@ -874,19 +874,20 @@ def history_cost_figure(run: ComparisonRun) -> Section:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     swept = [] if sweep is None else [(sweep.date, p) for p in sweep.points]
     table = _table(
-        ("source", "architecture", "events", "seconds", "CPU-seconds", "peak RSS"),
+        ("source", "architecture", "events", "seconds", "CPU-seconds", "cores", "peak RSS"),
         [
             *(
                 (
                     f"sweep {date}", p.architecture, f"{p.events:,}", _seconds(p.seconds),
                     _MISSING if p.cpu_seconds is None else f"{p.cpu_seconds:,.1f}",
+                    _MISSING if p.cores is None else f"{p.cores:.2f}",
                     _MISSING if p.peak_rss_bytes is None else _bytes(p.peak_rss_bytes),
                 )
                 for date, p in swept
             ),
             *(
                 (f"this run ({p.scenario})", p.architecture, f"{p.events:,}", _seconds(p.seconds),
-                 _MISSING, _MISSING)
+                 _MISSING, _MISSING, _MISSING)
                 for p in own
             ),
         ],
@@ -908,9 +909,11 @@ def _history_how(sweep: Sweep | None, own: Sequence[OwnPoint], run: ComparisonRu
     what = (
         "The time from the start of a reprocessing to readers switched to its answer, against "
         "the events in the history it reads, both on log scales: Lambda's batch recompute "
-        "reads the master dataset's columnar files in one Spark job; Kappa's replay reads the "
-        "log from offset 0 through the stream engine, micro-batch by micro-batch, merging each "
-        "into keyed state in the store. "
+        "reads the master dataset's columnar files with Spark; Kappa's replay reads the log "
+        "from offset 0 as one micro-batch of its stream job, computed with Spark the same way "
+        "(the same view logic, on every task slot), and writes the keyed state its stream goes "
+        "on from. Both use every core they are given: the table's cores are each run's "
+        "CPU-seconds over its seconds. "
     )
     here = _own_sentence(own, run)
     if sweep is None:
@@ -974,7 +977,22 @@ def _sweep_sentences(sweep: Sweep) -> str:
             for a, b in itertools.pairwise(runs)
         )
         sentence += f" The lines cross {crossings}."
-    return sentence + " " + _why(sweep, [group[0][1] for group in runs])
+    return sentence + " " + _why(sweep, [group[0][1] for group in runs]) + _cores(sweep)
+
+
+def _cores(sweep: Sweep) -> str:
+    """How many cores each architecture kept busy at the largest history both measured: a
+    reprocessing that leaves cores idle measures its implementation, not its architecture."""
+    largest = max(p.events for p in sweep.points)
+    cores = {p.architecture: p.cores for p in sweep.points if p.events == largest}
+    if cores.get("lambda") is None or cores.get("kappa") is None:
+        return ""
+    cpus = sweep.machine.get("cpus")
+    of = f" of {cpus}" if cpus else ""
+    return (
+        f" At {_events(largest)} events Lambda kept {cores['lambda']:.1f} cores busy on "
+        f"average and Kappa {cores['kappa']:.1f}{of}."
+    )
 
 
 def _why(sweep: Sweep, winners: Sequence[str]) -> str:

@@ -2,21 +2,33 @@
 
 Each partition keeps the greatest ``event_ts`` of the valid first occurrences read from it, as
 Kafka Streams keeps stream time per partition. An event is behind the watermark when its
-``event_ts`` is more than the delay before its own partition's clock, as the clock stood after
-the earlier micro-batches; a partition read ahead of another (a burst, a backfill produced
-while the stream runs, a replay) never makes the other's events late. The stream's watermark,
+``event_ts`` is more than the delay before the greatest ``event_ts`` of the valid first
+occurrences that precede it in its own partition, judged **record by record in offset order**:
+in earlier micro-batches and earlier in its own. So the late set is a function of the log
+alone, never of how it is cut into micro-batches (a busy machine's larger ones, a replay's) or
+of load; a partition read ahead of another (a burst, a backfill produced while the stream
+runs, a replay) never makes the other's events late. The stream's watermark,
 `meta.speed_watermark`, is the least of the partitions' watermarks: every window ending before
 it is complete in every partition that has delivered an event.
 
 Exact and deterministic: the clocks move only with the events read, never with processing time.
-The stream engine applies the rule to a micro-batch at once (``stream_engine.engine``); the
-workload generator and the oracle (``core.oracle.late_event_ids``) apply it record by record.
+The rule in three forms, one per engine that applies it: ``EventClocks.is_late`` and
+``advance``, record by record (the workload generator, the oracle's
+``core.oracle.late_event_ids``); ``split_late`` over a micro-batch as Arrow (the stream
+engine); ``late_column`` as a Spark window over a whole partition's history (the Kappa replay).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 
 @dataclass
@@ -54,3 +66,54 @@ class EventClocks:
     def latest(self) -> int | None:
         """The greatest event time read from any partition."""
         return max(self.greatest.values()) if self.greatest else None
+
+
+_MIN = np.iinfo(np.int64).min
+
+
+def split_late(events: pa.Table, clocks: EventClocks, delay_ms: int) -> pa.Array:
+    """Which of a micro-batch's valid first occurrences are late (a boolean per row, in the
+    table's order), each judged against its partition's clock as the records before it left
+    it: the earlier micro-batches (`clocks`) and the rows before it in this one, by offset.
+    `clocks` then advance with this batch's events."""
+    n = events.num_rows
+    late = np.zeros(n, dtype=bool)
+    if n == 0:
+        return pa.array(late)
+    partition = events.column("partition").to_numpy()
+    event_ts = events.column("event_ts").to_numpy()
+    order = np.lexsort((events.column("offset").to_numpy(), partition))
+    ordered = partition[order]
+    bounds = np.flatnonzero(np.diff(ordered)) + 1
+    for rows in np.split(order, bounds):  # one partition's rows, in offset order
+        p = int(partition[rows[0]])
+        ts = event_ts[rows]
+        running = np.maximum.accumulate(ts)
+        clock = clocks.greatest.get(p)
+        before = np.empty_like(running)  # the greatest event time of the records before each
+        before[0] = _MIN if clock is None else clock
+        before[1:] = running[:-1] if clock is None else np.maximum(running[:-1], clock)
+        known = before != _MIN  # the partition's first event ever has no clock to be behind
+        # `ts < before - delay`, with no overflow near the 64-bit range's ends: where ts is
+        # behind, the difference is exact as an unsigned 64-bit number.
+        gap = before.view(np.uint64) - ts.view(np.uint64)
+        late[rows] = known & (ts < before) & (gap > delay_ms)
+        clocks.advance(p, int(running[-1]))
+    return pa.array(late)
+
+
+def late_column(delay_ms: int) -> Column:
+    """Spark's form of the rule over deduplicated valid events (columns `partition`, `offset`,
+    `event_ts`): true where the event is late, against the greatest `event_ts` before it in
+    its partition's history (a window per partition in offset order, which Spark sorts and
+    spills as it needs). A replay from offset 0 has no clock before its first record."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F  # deferred: pyspark
+
+    before = (
+        Window.partitionBy("partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, -1)
+    )
+    # Null before a partition's first event, and where the threshold would overflow (nothing
+    # can be behind it): not late.
+    threshold = F.try_subtract(F.max("event_ts").over(before), F.lit(delay_ms))
+    return F.coalesce(F.col("event_ts") < threshold, F.lit(False))

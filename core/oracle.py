@@ -22,9 +22,8 @@ then time. Only windows that contain at least one event appear.
 from __future__ import annotations
 
 import json
-from bisect import bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -272,48 +271,27 @@ def compute_views(
     )
 
 
-def late_event_ids(
-    records: Iterable[tuple[int, int, bytes | None]],
-    delay_ms: int,
-    batch_ends: Sequence[Mapping[int, int]] | None = None,
-) -> set[str]:
+def late_event_ids(records: Iterable[tuple[int, int, bytes | None]], delay_ms: int) -> set[str]:
     """The events a stream drops as late (CONTRACT §3) reading `records`, the `events` log's
-    ``(partition, offset, value)`` in each partition's order, in micro-batches that end where
-    `batch_ends` say (per batch, the next offset per partition; None: every record a batch of
-    its own, which drops the most).
-
-    A valid first occurrence is late when its ``event_ts`` is more than `delay_ms` before the
-    greatest ``event_ts`` of the valid first occurrences its own partition delivered in the
-    earlier micro-batches."""
+    ``(partition, offset, value)``: a valid first occurrence is late when its ``event_ts`` is
+    more than `delay_ms` before the greatest ``event_ts`` of the valid first occurrences that
+    precede it in its own partition, record by record in offset order. A function of the log
+    alone: however a stream cuts it into micro-batches, it drops these."""
     by_partition: defaultdict[int, list[tuple[int, bytes | None]]] = defaultdict(list)
     for partition, offset, value in records:
         by_partition[partition].append((offset, value))
-    if batch_ends is None:  # one record a batch, in a log order that keeps each partition's
-        ordered = [(p, o, v) for p, rows in sorted(by_partition.items()) for o, v in rows]
-        batches: list[list[tuple[int, int, bytes | None]]] = [[record] for record in ordered]
-    else:
-        batches = [[] for _ in batch_ends]
-        for partition, rows in by_partition.items():
-            ends = [batch.get(partition, 0) for batch in batch_ends]  # never decreasing
-            for offset, value in rows:
-                number = bisect_right(ends, offset)  # the first batch that ends past it
-                if number < len(batches):  # else past the last batch: not read yet
-                    batches[number].append((partition, offset, value))
-    clock: dict[int, int] = {}
     seen: set[str] = set()
     late: set[str] = set()
-    for batch in batches:
-        greatest: dict[int, int] = {}
-        for partition, _offset, value in sorted(batch, key=lambda r: (r[0], r[1])):
+    for _partition, rows in sorted(by_partition.items()):
+        greatest: int | None = None  # of the partition's valid first occurrences so far
+        for _offset, value in sorted(rows, key=lambda r: r[0]):
             event = parse_event(value)
             if isinstance(event, Rejected) or event.event_id in seen:
                 continue
             seen.add(event.event_id)
-            if partition in clock and event.event_ts < clock[partition] - delay_ms:
+            if greatest is not None and event.event_ts < greatest - delay_ms:
                 late.add(event.event_id)
-            greatest[partition] = max(greatest.get(partition, event.event_ts), event.event_ts)
-        for partition, ts in greatest.items():
-            clock[partition] = max(clock.get(partition, ts), ts)
+            greatest = event.event_ts if greatest is None else max(greatest, event.event_ts)
     return late
 
 

@@ -5,7 +5,10 @@ The steps of `lk reprocess --architecture kappa`, as tasks:
 1. **start**: a new version `kappa-vN+1` with the chosen logic (or the unfinished one a failed
    run left, resumed from its checkpoint).
 2. **caught_up**: a sensor; each poke replays what the log holds now into the new version and
-   checks its lag behind the log end and its watermark gap against the live version.
+   checks its lag behind the log end and its watermark gap against the live version. The
+   first reads the log up to its end as one micro-batch computed on every task slot (with
+   the `kubernetes` backend, the step pod is the Spark driver and its executors are pods, as
+   `lambda_batch`'s steps run); the later ones read what arrived meanwhile.
 3. **check**: the new version has rows wherever the live one has.
 4. **switch**: readers move to the new version in one transaction.
 5. **retire**: the old version's rows, state and checkpoint are deleted.

@@ -61,6 +61,7 @@ def kappa_spec(settings: Settings, version: int, logic_version: str) -> StreamSp
         max_offsets_per_trigger=settings.stream_max_offsets_per_trigger,
         logic=lambda conn: logic_query(logic_version),
         writable=lambda conn: _is_live(conn, version),
+        history_on_spark=True,  # a new version replays the log on every core and executor
     )
 
 

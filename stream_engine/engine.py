@@ -11,11 +11,12 @@ inbox (``stream_engine.inbox``) and handed to the merge thread; Spark then start
 micro-batch while the merge thread, in batch order:
 
 1. sends invalid records to the stream's quarantine (with the reason);
-2. drops the events behind the event-time watermark of their own partition (the greatest
-   event time that partition delivered in the earlier micro-batches, less the delay:
-   ``core.event_clock``) and records each one, so `late_dropped` is a true count and the
-   dropped events can be listed; a partition read ahead of another never makes the other's
-   events late;
+2. drops the events behind the event-time watermark of their own partition, record by record
+   in offset order (the greatest event time of the events before it in that partition, in the
+   earlier micro-batches or earlier in this one, less the delay: ``core.event_clock``) and
+   records each one, so `late_dropped` is a true count, the same however the log is cut into
+   micro-batches, and the dropped events can be listed; a partition read ahead of another
+   never makes the other's events late;
 3. merges the partial aggregate of its new events (and new profile versions) into the keyed
    state of the keys they touch, on DuckDB, with the shared view definitions
    (``stream_engine.keyed_merge``, ``core.views.PARTIALS``);
@@ -41,12 +42,12 @@ import pyarrow.compute as pc
 
 from core import ingestion
 from core.checkpoints import Offsets, batch_offsets, checkpoint_id, last_committed
-from core.event_clock import EventClocks
+from core.event_clock import EventClocks, split_late
 from core.events import profile_from_record
 from core.kafka_io import lost_records
 from core.object_store import object_store
 from core.settings import Settings
-from core.spark import start_checkpointed
+from core.spark import start_checkpointed, wait_stopped
 from core.store import realtime
 from core.store import state as stored_state
 from core.store.connection import connect, stream_lock
@@ -100,6 +101,9 @@ class StreamSpec:
     applies on both sides of the cutoff). Applied after deduplication, as in the batch layer."""
     writable: Callable[[psycopg.Connection], bool] = lambda conn: True
     """False once the stream's output is retired: its micro-batches must stop committing."""
+    history_on_spark: bool = False
+    """Kappa: a start with nothing committed first reads the whole log as one micro-batch,
+    computed on Spark's executors (``stream_engine.history``), then goes on as asked."""
 
 
 class StreamRetiredError(RuntimeError):
@@ -191,10 +195,25 @@ class StreamEngine:
         self._last_end: tuple[int, Offsets] | None = None
         """The last micro-batch and where it read up to (its checkpoint's offsets log, read
         once: the next micro-batch starts there)."""
+        self._history = False
+        """The running query reads the history as one micro-batch (`history_on_spark`)."""
 
     # -- the query ------------------------------------------------------------------------
 
     def start(self, *, available_now: bool, trigger_seconds: float = 2.0):  # type: ignore[no-untyped-def]
+        """Start the query (`availableNow`: up to the log's end as it stands now, then stop; else
+        a micro-batch every `trigger_seconds`). A stream with ``history_on_spark`` and nothing
+        committed first replays the log up to its end on Spark, and returns that stopped query
+        if it failed."""
+        if self.spec.history_on_spark and last_committed(self.spark, self.spec.checkpoint) is None:
+            history = self._start(available_now=True, history=True)
+            wait_stopped(history)
+            if history.exception() is not None:
+                return history  # the caller's `finish` says why
+            self.finish(history)
+        return self._start(available_now=available_now, trigger_seconds=trigger_seconds)
+
+    def _start(self, *, available_now: bool, trigger_seconds: float = 2.0, history: bool = False):  # type: ignore[no-untyped-def]
         raw = (
             self.spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", self.settings.kafka_bootstrap)
@@ -203,12 +222,13 @@ class StreamEngine:
             # Compaction of `profiles` leaves offset gaps by design, which this option would
             # take for loss; each micro-batch checks `events` itself (`lost_records`).
             .option("failOnDataLoss", "false")
-            .option("maxOffsetsPerTrigger", self.spec.max_offsets_per_trigger)
-            .load()
         )
+        if not history:  # the history is one micro-batch: the whole log up to its end
+            raw = raw.option("maxOffsetsPerTrigger", self.spec.max_offsets_per_trigger)
         deduplicated = ingestion.first_occurrences(
-            self._narrowed(ingestion.parse_events(raw)), self.settings.events_topic
+            self._narrowed(ingestion.parse_events(raw.load())), self.settings.events_topic
         )
+        self._history = history
         writer = deduplicated.writeStream.queryName(self.spec.stream).foreachBatch(
             self.process_batch
         )
@@ -289,8 +309,25 @@ class StreamEngine:
             batch.write.format("noop").mode("overwrite").save()
             self.outcomes.append(BatchOutcome(batch_id, skipped=True))
             return
+        end = self._read_range(batch_id, progress)
+        watch.lap("offsets")
+        # Its size, by where it ends (the same at a re-run of the batch, so the same path).
+        if self._history and sum(end.values()) >= self.settings.stream_history_min_records:
+            self._history_batch(batch, batch_id, progress, end, started, watch)
+            return
         merges = self._merges
         assert merges is not None, "a micro-batch runs only in a started query"
+        pending = PendingBatch(batch_id, self._collect(batch), end)
+        watch.lap("spark_job")
+        self.inbox.put(pending, self._checkpoint_id())
+        watch.lap("inbox_write")
+        merges.hand(pending)
+        watch.lap("queue_wait")
+        self.metrics.handed(batch_id, started, watch)
+
+    def _read_range(self, batch_id: int, progress: StreamProgress) -> Offsets:
+        """Where micro-batch `batch_id` reads up to; refused when records it should have read
+        first left the log unread (`DataLossError`)."""
         checkpoint = self.spec.checkpoint
         last = self._last_end
         if last is not None and last[0] == batch_id - 1:
@@ -303,14 +340,62 @@ class StreamEngine:
             raise DataLossError(f"{self.spec.stream}: {lost}")
         end = batch_offsets(self.spark, checkpoint, batch_id)
         self._last_end = (batch_id, end)
-        watch.lap("offsets")
-        pending = PendingBatch(batch_id, self._collect(batch), end)
-        watch.lap("spark_job")
-        self.inbox.put(pending, self._checkpoint_id())
-        watch.lap("inbox_write")
-        merges.hand(pending)
-        watch.lap("queue_wait")
-        self.metrics.handed(batch_id, started, watch)
+        return end
+
+    def _history_batch(
+        self,
+        batch: DataFrame,
+        batch_id: int,
+        progress: StreamProgress,
+        end: Offsets,
+        started: float,
+        watch: Stopwatch,
+    ) -> None:
+        """The whole log up to `end` as one micro-batch, computed and written by Spark's
+        executors (``stream_engine.history``), then the progress in one transaction, before
+        Spark commits the batch (no inbox: the store has it first)."""
+        from stream_engine.history import compute_history
+
+        with connect(self.settings) as conn:
+            logic = self.spec.logic(conn)
+        outcome = compute_history(
+            self.settings,
+            self.spec.stream,
+            batch.drop(ingestion.STREAM_DEDUP_KEY),
+            progress,
+            batch_id,
+            self.spec.watermark_delay_ms,
+            logic,
+        )
+        watch.lap("history")
+        progress.offsets = {**progress.offsets, **end}
+        with connect(self.settings) as conn, stream_lock(conn, self.spec.stream):
+            self._progress(conn)  # still ours to write
+            realtime.commit_batch(conn, progress, batch_id, [])
+            watch.lap("store_commit")
+            self.metrics.handed(batch_id, started, Stopwatch())
+            self.metrics.committed(
+                batch_id,
+                watch,
+                records_in={
+                    self.settings.events_topic: outcome.events + outcome.quarantined,
+                    self.settings.profiles_topic: outcome.profiles,
+                },
+                late=outcome.late,
+                quarantined=outcome.quarantined,
+                state_rows={},
+                clocks=progress.clocks,
+                offsets=progress.offsets,
+            )
+        self.count_state()  # the state rows the executors wrote
+        self.outcomes.append(
+            BatchOutcome(
+                batch_id,
+                new_events=outcome.kept,
+                late=outcome.late,
+                invalid=outcome.quarantined,
+            )
+        )
 
     def _recover(self, merges: MergeThread[PendingBatch]) -> None:
         """Before the query starts: hand over the inbox's batches that Spark committed and the
@@ -472,18 +557,9 @@ def behind_watermark(
     events: pa.Table, clocks: EventClocks, delay_ms: int
 ) -> tuple[pa.Table, pa.Table]:
     """A micro-batch's valid first occurrences split into (on time, late) by the rule of
-    ``core.event_clock``: each against its own partition's clock as the earlier micro-batches
-    left it; then the clocks advance with this batch's events."""
-    partitions = sorted(clocks.greatest)
-    thresholds = pa.array([clocks.threshold(p, delay_ms) for p in partitions], pa.int64())
-    at = pc.index_in(events["partition"], value_set=pa.array(partitions, pa.int32()))
-    threshold = pc.take(thresholds, at)  # null where the partition has no clock yet
-    is_late = pc.fill_null(pc.less(events["event_ts"], threshold), False)
-    greatest = events.group_by("partition").aggregate([("event_ts", "max")])
-    for partition, event_ts in zip(
-        greatest["partition"].to_pylist(), greatest["event_ts_max"].to_pylist(), strict=True
-    ):
-        clocks.advance(partition, event_ts)
+    ``core.event_clock``, record by record in each partition's offset order (the earlier
+    micro-batches' clocks and the rows before it in this one); the clocks advance with it."""
+    is_late = split_late(events, clocks, delay_ms)
     return events.filter(pc.invert(is_late)), events.filter(is_late)
 
 

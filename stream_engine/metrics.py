@@ -49,6 +49,7 @@ STAGES = (
     "watermark",
     "accepted_log",
     "keyed_merge",
+    "history",
     "store_commit",
     "total",
 )
@@ -58,7 +59,9 @@ Kafka, parse, deduplication, to Arrow), ``inbox_write``, ``queue_wait`` (waiting
 thread to take it: backpressure). The merge thread's: ``split``, ``watermark`` (the late split
 per partition), ``accepted_log`` (Lambda: its accepted events, for the hand-off),
 ``keyed_merge`` (the logic version and cutoff, then the partials into keyed state on DuckDB),
-``store_commit``. ``total``: from Spark handing the micro-batch over to its commit."""
+``store_commit``. ``history``: instead of the merge, a replay's first micro-batch (the whole
+log up to its end) computed and written by Spark's executors (``stream_engine.history``).
+``total``: from Spark handing the micro-batch over to its commit."""
 
 LOG_END_MAX_AGE_S = 10.0
 """A scrape asks the log's end itself when no micro-batch has for this long (an idle stream,

@@ -3,12 +3,12 @@
 ``core.store.state`` keeps each partial row as JSON text under its key, typed columns: the
 partial's one string column (``key_text``) and one epoch-ms column (``key_ms``), either or
 both (``core.store.state.keys``). Being values, keys match however a row came to be written
-(here, or by the batch layer's Spark job): no spelling must agree.
+(here, or by a replay's or the batch layer's Spark job), and so do values: either engine spells
+a value the same, byte for byte (``core.store.state.values_on_duckdb``, ``values_on_spark``).
 
-A micro-batch of a replay writes a few hundred thousand rows: one by one in Python that cost
-3.6 µs a row (a tenth of a replay's time), so values are encoded by DuckDB's ``to_json``
-(84,000 `search_ctr` rows: 0.30 s in Python, 0.08 s so) and decoded by Arrow's JSON reader
-(0.19 s with orjson, 0.04 s).
+A micro-batch writes up to a few hundred thousand rows: one by one in Python that cost 3.6 µs
+a row, so values are encoded by DuckDB's ``to_json`` (84,000 `search_ctr` rows: 0.30 s in
+Python, 0.08 s so) and decoded by Arrow's JSON reader (0.19 s with orjson, 0.04 s).
 """
 
 from __future__ import annotations
@@ -20,32 +20,15 @@ import duckdb
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from core.store.state import StateRows, keys
+from core.store.state import StateRows, keys, values_on_duckdb
 from core.times import to_ms
-from core.views.query import registered
 
 INTERVAL_COLUMNS = ("user_id", "session_start", "session_end", "events")
-_ROWS = "_state_rows"
 
 
 def rows(con: duckdb.DuckDBPyConnection, table: pa.Table, key: Sequence[str]) -> StateRows:
     """Each row's key and value, as the state keeps them."""
-    return StateRows(keys(table, key), _values(con, table))
-
-
-def _values(con: duckdb.DuckDBPyConnection, table: pa.Table) -> list[str]:
-    """Each row as a JSON object of all its columns."""
-    if table.num_rows == 0:
-        return []
-    packed = ", ".join(_quoted(c) for c in table.column_names)
-    with registered(con, **{_ROWS: table}):
-        # Row order is kept: DuckDB preserves insertion order when a query has no ORDER BY.
-        encoded = con.sql(f"select to_json(struct_pack({packed})) as j from {_ROWS}")
-        return encoded.to_arrow_table().column("j").to_pylist()
-
-
-def _quoted(column: str) -> str:
-    return '"' + column.replace('"', '""') + '"'
+    return StateRows(keys(table, key), values_on_duckdb(con, table))
 
 
 def table(values: Sequence[str], schema: pa.Schema) -> pa.Table:

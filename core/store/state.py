@@ -19,11 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import psycopg
 import pyarrow as pa
 
 from core.store.streams import BATCH_PARTIALS_PREFIX
+
+if TYPE_CHECKING:
+    import duckdb
+    from pyspark.sql import Column
 
 DDL = (
     """create table if not exists stream_state (
@@ -144,6 +149,34 @@ def keys(table: pa.Table, key: Sequence[str]) -> StateKeys:
         texts=table.column(text).to_pylist() if text else [NO_TEXT] * n,
         ms=table.column(ms).to_pylist() if ms else [NO_MS] * n,
     )
+
+
+# -- values: one spelling, whichever engine computed the row -------------------------------------
+
+_ENCODED = "_state_value_rows"
+
+
+def values_on_duckdb(con: duckdb.DuckDBPyConnection, table: pa.Table) -> list[str]:
+    """Each row as the JSON object of all its columns, as the state keeps it (a micro-batch's
+    partials, merged on DuckDB)."""
+    if table.num_rows == 0:
+        return []
+    packed = ", ".join('"' + c.replace('"', '""') + '"' for c in table.column_names)
+    con.register(_ENCODED, table)
+    try:
+        # Row order is kept: DuckDB preserves insertion order when a query has no ORDER BY.
+        encoded = con.sql(f"select to_json(struct_pack({packed})) as j from {_ENCODED}")
+        return encoded.to_arrow_table().column("j").to_pylist()
+    finally:
+        con.unregister(_ENCODED)
+
+
+def values_on_spark(columns: Sequence[str]) -> Column:
+    """``values_on_duckdb``'s JSON as a Spark column, byte for byte (a replay's or a batch's
+    partials, computed on Spark): Spark leaves a NULL field out unless told not to."""
+    from pyspark.sql import functions as F  # deferred: pyspark
+
+    return F.to_json(F.struct(*columns), {"ignoreNullFields": "false"})
 
 
 _KEYS = "unnest(%b::text[], %b::bigint[]) as k(key_text, key_ms)"

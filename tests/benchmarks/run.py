@@ -24,10 +24,11 @@ Steps, each in its own module:
    filtered query, a 1,000-row page, 304 revalidation, the highest rate held at p99 <= 10 ms,
    and `pgbench -S` on the same Postgres for comparison (`--steps api` alone: ~5 minutes);
 6. `sweep`: reprocessing at several sizes of the log (`--sweep-sizes`, default 10,000, 100,000,
-   1M and 5M lines; ~10 min on 2 cores), each size in a namespace of its own: Lambda's archive,
-   then its recompute to readers switched (`lk batch --drain`, `lk step publish`), and Kappa's
-   replay from offset 0 to the switch (`lk reprocess`), each a cold `lk` process as the chart
-   runs it (seconds, CPU-seconds and peak RSS of the driver and its JVM); the points also go to
+   1M, 5M and 20M lines; ~45 min on 2 cores, most of it the 20M point's generating, producing
+   and archiving), each size in a namespace of its own: Lambda's archive, then its recompute to
+   readers switched (`lk batch --drain`, `lk step publish`), and Kappa's replay from offset 0
+   to the switch (`lk reprocess`), each a cold `lk` process as the chart runs it (seconds,
+   CPU-seconds, cores kept busy and peak RSS of the driver and its JVM); the points also go to
    `--sweep-json` (default docs/bench/sweep-<date>.json: a quick run should write elsewhere);
 7. `replay`: Kappa: `Reprocess(...).run()` from offset 0 of the same log (events/s, time to the
    switch), next to the Lambda recompute of the same history (last: the longest step, and the

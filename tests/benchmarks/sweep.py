@@ -1,8 +1,8 @@
 """Bench step `sweep`: what reprocessing costs as the log grows, each run a cold Spark
 application, so that its fixed cost shows beside its cost per event.
 
-For each size (lines in the log; default 10,000, 100,000, 1M and 5M), a namespace of its own gets
-that many lines (`workload.generate_and_produce`, as the `workload` step), then each
+For each size (lines in the log; default 10,000, 100,000, 1M, 5M and 20M), a namespace of its
+own gets that many lines (`workload.generate_and_produce`, as the `workload` step), then each
 architecture reprocesses the whole log, every part an `lk` command in a process of its own
 (`comparison.processes`: the process tree's CPU-seconds, the driver and its JVM, and the
 peak of its resident memory, sampled every 0.5 s), as an operator or the chart starts them:
@@ -11,11 +11,15 @@ peak of its resident memory, sampled every 0.5 s), as an operator or the chart s
   a deployment archives continuously, ahead of any recompute); then the recompute, from the
   start of `lk batch --drain` (both quality gates, the five views, the version marked ready)
   to the end of `lk step publish` (the hand-off that moves readers to it; no Spark).
-- Kappa: `lk reprocess --architecture kappa`: a new version replayed from offset 0, checked,
+- Kappa: `lk reprocess --architecture kappa`: a new version replayed from offset 0 (the log up
+  to its end as one micro-batch on Spark's task slots, `stream_engine.history`, then what
+  arrived meanwhile in micro-batches of `stream_max_offsets_per_trigger` records), checked,
   and readers switched to it (`kappa.reprocess.Reprocess`, as the `replay` step runs it warm).
 
-The drivers run with the namespace's settings as the chart would: micro-batches of
-`stream_max_offsets_per_trigger` records, the JVM's default compilers. The points are written
+Each point has its wall time, the CPU-seconds and peak memory of its drivers (the process
+tree: Python, its JVM, Spark's tasks in it), the average number of cores they kept busy
+(CPU-seconds over wall time), and the stack's services' CPU beside it. The drivers run with
+the namespace's settings as the chart would, the JVM's default compilers. The points are written
 to the bench's JSON and to `docs/bench/sweep-<date>.json` (`document`: the shape the report's
 figure reads).
 """
@@ -41,7 +45,7 @@ from tests.isolation import settings_env
 if TYPE_CHECKING:
     from tests.benchmarks.rss import RssSampler
 
-DEFAULT_SIZES = (10_000, 100_000, 1_000_000, 5_000_000)
+DEFAULT_SIZES = (10_000, 100_000, 1_000_000, 5_000_000, 20_000_000)
 JOB_TIMEOUT_S = 3600.0
 ARCHITECTURES = ("lambda", "kappa")
 OTHER = "workload and cleanup"
@@ -85,9 +89,15 @@ class Point:
             "events": self.events,
             "seconds": round(self.seconds, 1),
             "cpu_seconds": round(self.cpu_seconds, 1),
+            "cores": round(self.cores, 2),
             "peak_rss_bytes": self.peak_rss_bytes,
             **self.extra,
         }
+
+    @property
+    def cores(self) -> float:
+        """The cores its drivers kept busy, on average."""
+        return self.cpu_seconds / self.seconds if self.seconds > 0 else 0.0
 
 
 def document(day: str, host: dict[str, Any], points: Iterable[Point]) -> dict[str, Any]:
@@ -286,8 +296,8 @@ def _step(events: int, name: str) -> str:
 def summary(points: Sequence[Point]) -> list[str]:
     """The sweep as a table, then each architecture's fixed cost and cost per million."""
     lines = [
-        f"  {'events':>10}  {'architecture':<12} {'seconds':>8} {'CPU-s':>8} {'peak RSS':>9}"
-        "  (Lambda's archive apart)"
+        f"  {'events':>10}  {'architecture':<12} {'seconds':>8} {'CPU-s':>8} {'cores':>6} "
+        f"{'peak RSS':>9}  (Lambda's archive apart)"
     ]
     for p in sorted(points, key=lambda p: (p.events, p.architecture)):
         archive = (
@@ -298,7 +308,7 @@ def summary(points: Sequence[Point]) -> list[str]:
         )
         lines.append(
             f"  {p.events:>10,}  {p.architecture:<12} {p.seconds:>8.1f} {p.cpu_seconds:>8.1f} "
-            f"{p.peak_rss_bytes / GIB:>5.2f} GiB{archive}"
+            f"{p.cores:>6.2f} {p.peak_rss_bytes / GIB:>5.2f} GiB{archive}"
         )
     for architecture in ARCHITECTURES:
         cost = costs(points, architecture)

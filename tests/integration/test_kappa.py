@@ -1,6 +1,8 @@
 """Kappa on the real stack: the stream path alone equals the oracle, late data is dropped and
-counted exactly, and a reprocess survives being killed mid-replay. (Readers during a reprocess
-into another logic version, whole old answer or whole new one: tests/comparison.)
+counted exactly, a replay on Spark ends with the same rows as the live stream's micro-batches,
+a copy of a replayed event arriving after the switch counts once, and a reprocess survives
+being killed mid-replay. (Readers during a reprocess into another logic version, whole old
+answer or whole new one: tests/comparison.)
 
 One workload and one Kappa deployment serve the whole module (Spark is slow to start here):
 the tests run in file order and each leaves the deployment as the next expects it.
@@ -22,6 +24,7 @@ from fastapi.testclient import TestClient
 
 from core import workload
 from core.catalog import VIEW_NAMES
+from core.events import Event, parse_event
 from core.kafka_io import partition_for, produce_file
 from core.oracle import (
     OracleResult,
@@ -46,6 +49,8 @@ from tests.integration.helpers import isolated_settings, settings_env
 from tests.serving_pages import read_whole
 
 WATERMARK_MS = 10 * 60_000
+FIRST_PART = 300
+"""Lines of the workload produced before version 1 starts."""
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +62,20 @@ def kappa(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     events, profiles = folder / "events.jsonl", folder / "events.profiles.jsonl"
     workload.generate(workload.WorkloadSpec(seed=57, events=3000), events, profiles)
     produce_file(settings, profiles, settings.profiles_topic)
-    produce_file(settings, events, settings.events_topic)
-    yield {"settings": settings, "events": events, "profiles": profiles, "folder": folder}
+    # A first part only: version 1's first start replays it (on Spark), the rest reaches it
+    # live, micro-batch by micro-batch (the driver's merges), as a deployment's stream would.
+    lines = events.read_bytes().splitlines(keepends=True)
+    first, rest = folder / "first.jsonl", folder / "rest.jsonl"
+    first.write_bytes(b"".join(lines[:FIRST_PART]))
+    rest.write_bytes(b"".join(lines[FIRST_PART:]))
+    produce_file(settings, first, settings.events_topic)
+    yield {
+        "settings": settings,
+        "events": events,
+        "profiles": profiles,
+        "folder": folder,
+        "rest": rest,
+    }
 
 
 def _late_ids(spark, settings: Settings, version: int, logic: str) -> set[str]:  # type: ignore[no-untyped-def]
@@ -84,8 +101,12 @@ def _served(settings: Settings) -> dict[str, dict]:  # type: ignore[type-arg]
 
 def test_drain_equals_the_oracle_with_late_data_dropped_and_counted(kappa, spark) -> None:  # type: ignore[no-untyped-def]
     settings: Settings = kappa["settings"]
-    version = KappaViews(spark, settings).drain()
+    version = KappaViews(spark, settings).drain()  # the first part: the history, on Spark
     assert (version.version, version.logic_version) == (1, "1")
+    assert _committed(settings, 1) == 0  # one micro-batch
+    produce_file(settings, kappa["rest"], settings.events_topic)
+    version = KappaViews(spark, settings).drain()  # the rest: micro-batches of 1,000 records
+    assert _committed(settings, 1) >= 3
 
     late_ids = _late_ids(spark, settings, 1, "1")
     expected = _oracle(kappa, late_ids, "1")
@@ -138,10 +159,22 @@ def _committed(settings: Settings, version: int) -> int:
         return realtime.load_progress(conn, kappa_stream(version)).last_batch_id
 
 
-def test_reprocess_killed_mid_replay_then_rerun_reaches_the_same_state(kappa, spark) -> None:  # type: ignore[no-untyped-def]
-    settings: Settings = kappa["settings"].model_copy(
-        update={"stream_max_offsets_per_trigger": 1500}  # a few micro-batches, killed after 1
-    )
+def _half_written(settings: Settings, version: int) -> bool:
+    """The history's bulk writes have begun (its late events go first) and its micro-batch is
+    not committed."""
+    stream = kappa_stream(version)
+    with connect(settings) as conn:
+        row = conn.execute("select count(*) from stream_late where stream = %s", (stream,))
+        written = row.fetchone()
+    return written is not None and written[0] > 0 and _committed(settings, version) < 0
+
+
+def test_reprocess_killed_mid_replay_reaches_the_live_versions_rows(kappa, spark) -> None:  # type: ignore[no-untyped-def]
+    """Killed while the executors write the history, the rerun resumes the same version,
+    deletes what the killed run wrote and ends exact: the rows and late events of the live
+    version, which read the same log micro-batch by micro-batch (CONTRACT §3: the late set is
+    the log's, not the batching's)."""
+    settings: Settings = kappa["settings"]
     env = settings_env(settings)
     lk = Path(sys.executable).with_name("lk")
     running = subprocess.Popen(
@@ -154,16 +187,20 @@ def test_reprocess_killed_mid_replay_then_rerun_reaches_the_same_state(kappa, sp
     )
     try:
         deadline = time.monotonic() + 600
-        while _committed(settings, 2) < 0:
-            assert running.poll() is None, "the reprocess exited before its first micro-batch"
-            assert time.monotonic() < deadline, "no micro-batch of v2 in 600 s"
-            time.sleep(0.5)
+        while not _half_written(settings, 2):
+            assert running.poll() is None, "the reprocess exited before its history was written"
+            assert _committed(settings, 2) < 0, "the history committed before it was caught"
+            assert time.monotonic() < deadline, "no bulk write of v2 in 600 s"
+            time.sleep(0.1)
     finally:
         os.killpg(running.pid, signal.SIGKILL)  # a crash mid-replay
         running.wait(30)
+    assert _committed(settings, 2) < 0
     with connect(settings) as conn:
         assert versions.current(conn, KAPPA).version == 1  # type: ignore[union-attr]
         assert versions.get(conn, KAPPA, 2).status == "building"  # type: ignore[union-attr]
+    live = _served(settings)
+    live_late = _late_ids(spark, settings, 1, "1")
 
     replayed: list[ReplayPosition] = []  # what `lk reprocess` draws its bar from
     result = Reprocess(spark, settings, on_replay=replayed.append).run("1")
@@ -173,11 +210,35 @@ def test_reprocess_killed_mid_replay_then_rerun_reaches_the_same_state(kappa, sp
     assert replayed[-1].read == replayed[-1].to_read  # a round reads what the log held at its start
 
     late_ids = _late_ids(spark, settings, 2, "1")
+    assert late_ids == live_late
     expected = _oracle(kappa, late_ids, "1", kappa["extra"])
     served = _served(settings)
     for view in VIEW_NAMES:
         assert served[view]["rows"] == expected.views[view], view
+        assert served[view]["rows"] == live[view]["rows"], view
     assert served["page_views"]["meta"]["late_dropped"] == len(late_ids)
+
+
+def test_a_copy_of_a_replayed_event_arriving_after_the_switch_counts_once(kappa, spark) -> None:  # type: ignore[no-untyped-def]
+    """The replay's deduplication state holds every event id of the history: a producer's
+    retry of an event replayed on Spark, arriving after the switch, is dropped."""
+    settings: Settings = kappa["settings"]
+    before = _served(settings)
+    copies = kappa["folder"] / "copies.jsonl"
+    late = _late_ids(spark, settings, 2, "1")
+    counted = [
+        line
+        for line in kappa["events"].read_text().splitlines()
+        if isinstance(event := parse_event(line.encode()), Event) and event.event_id not in late
+    ]
+    copies.write_text("".join(line + "\n" for line in counted[:5]))
+    produce_file(settings, copies, settings.events_topic)
+    version = KappaViews(spark, settings).drain()
+    assert version.version == 2
+    assert _committed(settings, 2) >= 1  # a micro-batch after the history read the copies
+    after = _served(settings)
+    for view in VIEW_NAMES:
+        assert after[view]["rows"] == before[view]["rows"], view
 
 
 def test_a_batch_spark_committed_before_the_store_is_merged_from_the_inbox_at_a_restart(

@@ -2,10 +2,10 @@
 
 The speed layer and the Kappa job follow the log live, with micro-batches small enough to be
 planned mid-burst: some partitions of a burst are read before others. Each partition keeps
-its own event-time clock, so every stream drops exactly the events the contract's rule drops
-for the micro-batches it ran (read back from its checkpoint's offsets log), never more than
-the workload's truly late events (one record a micro-batch), and the served views are the
-oracle's without those.
+its own event-time clock and judges each record against the records before it, so every
+stream drops exactly the workload's truly late events, whatever micro-batches it ran (several
+per burst, read back from its checkpoint's offsets log), and the served views are the oracle's
+without those.
 """
 
 from __future__ import annotations
@@ -121,8 +121,7 @@ def test_a_burst_while_both_streams_run_drops_exactly_what_the_contract_drops(
             assert len(ends) > BURSTS, f"{stream}: micro-batches must start mid-burst"
             with connect(settings) as conn:
                 dropped = stream_state.late_event_ids(conn, stream)
-            assert dropped == late_event_ids(records, delay, ends), stream
-            assert dropped <= truly_late, stream
+            assert dropped == truly_late, stream
             architecture = "lambda" if stream == LAMBDA_SPEED else "kappa"
             expected = compute_views(values, profile_changes, keep=_without(dropped))
             for view in VIEW_NAMES:

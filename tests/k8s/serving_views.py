@@ -101,15 +101,21 @@ def inexact(
 
 
 def wait_until_exact(
-    reader: ServingReader, expected: OracleResult, timeout_s: float, *, poll_s: float = 3.0
+    reader: ServingReader,
+    expected: OracleResult,
+    timeout_s: float,
+    *,
+    poll_s: float = 3.0,
+    architectures: tuple[str, ...] = ARCHITECTURES,
 ) -> tuple[float, dict[str, dict[str, dict[str, Any]]]]:
-    """Poll until every view of both architectures equals `expected`; the seconds it took and
-    the answers. On timeout, an AssertionError with what differs (or why nothing answered)."""
+    """Poll until every view of `architectures` (default both) equals `expected`; the seconds
+    it took and the answers. On timeout, an AssertionError with what differs (or why nothing
+    answered)."""
     started = time.monotonic()
     why = "nothing read yet"
     while True:
         try:
-            answers = {arch: reader.views(arch) for arch in ARCHITECTURES}
+            answers = {arch: reader.views(arch) for arch in architectures}
             off = inexact(answers, expected)
             if not off:
                 return time.monotonic() - started, answers

@@ -31,9 +31,10 @@ from tests import dashboard
 from tests.airflow_api import AirflowApi
 from tests.k8s import netprobe
 from tests.k8s.conftest import COMPARISON_SCENARIOS, RELEASE, helm_install
+from tests.k8s.faults import BATCH_STEP, BatchFault, Outcome, lambda_version
 from tests.k8s.kube import Kube
 from tests.k8s.prometheus_api import PrometheusApi
-from tests.k8s.serving_views import difference
+from tests.k8s.serving_views import ServingReader, difference, wait_until_exact
 from tests.serving_pages import read_whole
 
 BATCH_DAG = "lambda_batch"
@@ -203,17 +204,49 @@ class PodWatch:
 
 
 @pytest.mark.architectures("lambda", "both")
-def test_lambda_batch_triggered_through_rest_runs_spark_driver_and_executor_pods(
-    kube: Kube, airflow: AirflowApi, oracle: OracleResult
+def test_lambda_batch_through_rest_on_driver_and_executor_pods_survives_its_driver_deleted(
+    kube: Kube,
+    airflow: AirflowApi,
+    oracle: OracleResult,
+    release: str,
+    fault_outcomes: list[Outcome],
 ) -> None:
+    """`lambda_batch` triggered through REST, each Spark step a driver pod that starts executor
+    pods; while its compute step's Spark job writes the version, that driver pod is deleted
+    (the fault suite's fault on a batch: this one run serves both). The half-written version is
+    never served, Airflow's retry finishes the run, and every view is exact again."""
     airflow.wait_for_dag(BATCH_DAG)
     airflow.unpause(BATCH_DAG)
-    with PodWatch(kube) as pods:
+    outcome = Outcome(
+        f"{BATCH_DAG}'s {BATCH_STEP} driver pod",
+        "deleted while its Spark job (with its executors) writes the batch version",
+    )
+    fault_outcomes.append(outcome)
+    with PodWatch(kube) as pods, ServingReader(kube) as reader:
+        published = lambda_version(reader)
         run_id = airflow.trigger(BATCH_DAG)
+        fault = BatchFault(kube, airflow, run_id)
+        fault.start()
+        deleted_at = fault.join()
         run = airflow.wait_for_run(BATCH_DAG, run_id, DAG_RUN_TIMEOUT_S)
-    states = airflow.task_states(BATCH_DAG, run_id)
-    assert run["state"] == "success", states
-    BATCH_RUNS.append(run_id)
+        took = time.monotonic() - deleted_at
+        states = airflow.task_states(BATCH_DAG, run_id)
+        task = airflow.task_instance(BATCH_DAG, run_id, "compute_views")
+        outcome.back = f"try {task['try_number']} of compute_views; run {run['state']} {took:.0f} s"
+        assert run["state"] == "success", states
+        BATCH_RUNS.append(run_id)
+        assert task["try_number"] >= 2, (
+            f"the deleted pod's try was not the one that succeeded: {task}"
+        )
+        assert set(states.values()) == {"success"}, states
+        # Until the retry published it, readers kept what they were served before the run.
+        assert fault.served == [published] * 2, (published, fault.served)
+        wait_until_exact(reader, oracle, CONVERGE_TIMEOUT_S, architectures=_architectures(release))
+        outcome.exact_s = time.monotonic() - deleted_at
+        now = lambda_version(reader)
+        assert now is not None and (published is None or now > published), (published, now)
+        before = "no batch" if published is None else f"v{published}"
+        outcome.note = f"served: {before} until the retry published v{now}"
     drivers, executors = pods.of("spark-step"), pods.of("spark-executor")
     # Each Spark step ran as a driver pod whose `base` container completed (exit 0), on its
     # first try or on a retry (tasks are idempotent and retried) ...
@@ -496,8 +529,18 @@ def _observability_usage(kube: Kube) -> str:
 
 
 @pytest.mark.architectures("lambda", "both")
-def test_the_spark_history_server_lists_the_batch_steps_applications(kube: Kube) -> None:
+def test_the_spark_history_server_lists_the_batch_and_replay_applications(
+    kube: Kube, release: str
+) -> None:
+    """The batch's steps, and (with Kappa) the reprocess's replay round, each a Spark
+    application whose executors, pods of their own, ran its tasks: the replay is as parallel
+    as the batch."""
     _batch_run()
+    expected = {"close-archive", "compute-views"}
+    on_executors = {"compute-views"}
+    if "kappa" in _architectures(release):
+        expected.add("kappa-replay-round")
+        on_executors.add("kappa-replay-round")
     with kube.port_forward(HISTORY, 18080) as url:
 
         def applications() -> list[dict[str, Any]]:
@@ -509,19 +552,21 @@ def test_the_spark_history_server_lists_the_batch_steps_applications(kube: Kube)
         apps: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
             apps = applications()
-            if {"close-archive", "compute-views"} <= {_step_of(a["name"]) for a in apps}:
+            if expected <= {_step_of(a["name"]) for a in apps}:
                 break
             time.sleep(10)
         names = sorted(a["name"] for a in apps)
-        assert {"close-archive", "compute-views"} <= {_step_of(n) for n in names}, names
+        assert expected <= {_step_of(n) for n in names}, names
         # Driver <-> executor traffic, through the NetworkPolicies: the executors ran tasks
         # the driver sent them and sent back their results.
-        for app in (a for a in apps if _step_of(a["name"]) == "compute-views"):
-            executors = httpx.get(
-                f"{url}/api/v1/applications/{app['id']}/allexecutors", timeout=30
-            ).json()
-            done = {e["id"]: e["completedTasks"] for e in executors if e["id"] != "driver"}
-            assert any(done.values()), f"{app['id']}: no executor completed a task: {done}"
+        for step in on_executors:
+            done: dict[str, int] = {}
+            for app in (a for a in apps if _step_of(a["name"]) == step):
+                executors = httpx.get(
+                    f"{url}/api/v1/applications/{app['id']}/allexecutors", timeout=30
+                ).json()
+                done |= {e["id"]: e["completedTasks"] for e in executors if e["id"] != "driver"}
+            assert any(done.values()), f"{step}: no executor completed a task: {done}"
 
 
 def _step_of(app_name: str) -> str:

@@ -1,19 +1,19 @@
 """Pod-level faults on the cluster, while both architectures stream a workload, ending exact.
 
 The faults Kubernetes users meet, on the one release the other tests share: the speed layer's,
-the Kappa job's and the archiver's pods deleted mid-stream, as `lambda_batch` starts; the
-driver pod of that run's compute step, deleted while its Spark job runs, between the batch
-version's first write and its publication (the half-written version is never served; Airflow's
-retry finishes the run); the Postgres pod (the API answers 503 meanwhile, never a wrong
-answer), then the Kafka pod, then the MinIO pod (the API answers as if nothing happened); then
-the node restarted (`lk cluster down` SIGKILLs every container, `lk cluster up` starts it
-again, volumes and etcd kept). The batch overlaps the stream faults: its first steps take two
-minutes that the suite would otherwise spend waiting. It is the project's one fault suite
-(`make test-faults` runs it alone); `tests/integration/test_exactly_once.py` covers what no
-pod deletion reaches (two archivers at once, a lost checkpoint, records gone unread).
+the Kappa job's and the archiver's pods deleted mid-stream; the Postgres pod (the API answers
+503 meanwhile, never a wrong answer), then the Kafka pod, then the MinIO pod (the API answers
+as if nothing happened); then the node restarted (`lk cluster down` SIGKILLs every container,
+`lk cluster up` starts it again, volumes and etcd kept). The fault on a batch, its compute
+step's driver pod deleted while its Spark job writes the version (never served half-written;
+Airflow's retry finishes the run), is the chart's batch test's (`tests/k8s/faults.py`): one
+batch run for both, whose row heads this suite's table. It is the project's one fault suite
+(`make test-faults` runs it alone, the batch's fault with it); `tests/integration/
+test_exactly_once.py` covers what no pod deletion reaches (two archivers at once, a lost
+checkpoint, records gone unread).
 
 A second workload is produced in parts from a pod while this happens, one part just before
-each fault but the batch's, so that each fault lands while the streams read. It collides with
+each fault, so that each fault lands while the streams read. It collides with
 nothing of the first (tests/k8s/workloads.py) and no event of either is late, so after each
 fault every view of both architectures, read through the serving Service, must equal the
 oracle of everything in the log. The fault-by-outcome table is printed and written to
@@ -25,7 +25,6 @@ leave the release healthy: every pod Ready, every view exact, Airflow's forward 
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -41,7 +40,8 @@ from core.settings import Settings
 from tests.conftest import ROOT, run_lk
 from tests.k8s import workloads
 from tests.k8s.conftest import FIRST_WORKLOAD, RELEASE, ForwardedAirflow
-from tests.k8s.kube import Kube, KubeError
+from tests.k8s.faults import COMPONENT, Outcome, table, wait_for
+from tests.k8s.kube import Kube
 from tests.k8s.serving_views import (
     ARCHITECTURES,
     ServingReader,
@@ -51,89 +51,17 @@ from tests.k8s.serving_views import (
 
 pytestmark = pytest.mark.architectures("both")  # it checks both architectures' every view
 
-COMPONENT = "app.kubernetes.io/component"
 INSTANCE = f"app.kubernetes.io/instance={RELEASE}"
 STREAMS = ("speed-layer", "kappa-stream", "archiver")
-BATCH_DAG = "lambda_batch"
-BATCH_STEP = "compute-views"
-DRIVER = f"{COMPONENT}=spark-step,lambda-kappa.io/step={BATCH_STEP}"
 EVENTS = 1500
 STORES = ("postgres", "kafka", "minio")
 PARTS = 2 + len(STORES)
-"""One part before each fault: the streams' pods (as the batch starts), each store's, the
-node."""
-FAULTS = PARTS + 1  # and the batch's driver, during the streams' part
+"""One part before each fault: the streams' pods, each store's, the node."""
+FAULTS = PARTS + 1  # and the chart's batch test's, its driver pod deleted
 MID_STREAM_S = 3.0
 """After a part is produced, the fault waits this long: the streams are reading it."""
 BACK_S = 600.0
 EXACT_S = 600.0
-RUN_S = 1500.0
-
-
-@dataclass
-class Outcome:
-    fault: str
-    how: str
-    back: str = "-"  # what came back, and when
-    exact_s: float | None = None  # until every view of both architectures was the oracle's
-    restarted: list[str] = field(default_factory=list)
-    note: str = ""
-
-
-@dataclass
-class BatchFault:
-    """Deletes the driver pod of `lambda_batch`'s compute step once it runs its Spark job (its
-    executor pods run), from a thread: the stream faults go on meanwhile."""
-
-    kube: Kube
-    airflow: ForwardedAirflow
-    run_id: str
-    deleted_at: float | None = None
-    served: list[int | None] = field(default_factory=list)
-    """Lambda's served version just before the deletion and just after it."""
-    error: BaseException | None = None
-    thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def join(self) -> float:
-        """When the pod was deleted (`time.monotonic()`)."""
-        assert self.thread is not None
-        self.thread.join(RUN_S + 60)
-        if self.error is not None:
-            raise self.error
-        assert self.deleted_at is not None, f"no {BATCH_STEP} driver deleted in {RUN_S:.0f} s"
-        return self.deleted_at
-
-    def _run(self) -> None:
-        try:
-            _wait(f"the {BATCH_STEP} driver running with executors", self._mid_job, RUN_S)
-            with ServingReader(self.kube) as reader:  # a forward of its own: this is a thread
-                self.served.append(_lambda_version(reader))
-                self.deleted_at = time.monotonic()
-                self.kube.kubectl("delete", "pod", "-l", DRIVER, "--wait=false")
-                self.served.append(_lambda_version(reader))
-        except BaseException as exc:  # raised by join(), in the test
-            self.error = exc
-
-    def _mid_job(self) -> bool:
-        drivers = [p for p in _pods_any(self.kube, DRIVER) if p["status"].get("phase") == "Running"]
-        if not drivers:
-            run = self.airflow.get(f"/dags/{BATCH_DAG}/dagRuns/{self.run_id}")
-            assert run["state"] not in ("success", "failed"), (
-                f"the run ended before its {BATCH_STEP} pod was caught running: "
-                f"{self.airflow.task_states(BATCH_DAG, self.run_id)}"
-            )
-            return False
-        # Its executor pods run, which the driver owns (they go with it).
-        uids = {p["metadata"]["uid"] for p in drivers}
-        return any(
-            p["status"].get("phase") == "Running"
-            and uids & {o["uid"] for o in p["metadata"].get("ownerReferences", [])}
-            for p in _pods_any(self.kube, f"{COMPONENT}=spark-executor")
-        )
 
 
 @dataclass
@@ -149,9 +77,7 @@ class Faults:
     reader: ServingReader
     produced: list[Path] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
-    batch: BatchFault | None = None
-    published: int | None = None
-    """Lambda's served version as the faulted batch run is triggered."""
+    """The chart's batch fault first (conftest's `fault_outcomes`), then this suite's."""
 
     def produce_part(self) -> None:
         """The next part into the log, then a moment for the streams to start reading it."""
@@ -171,18 +97,7 @@ class Faults:
         outcome.exact_s = time.monotonic() - started
 
     def table(self) -> str:
-        rows = [
-            "| fault | how | came back | restarted | exact again after |",
-            "|---|---|---|---|---|",
-            *(
-                f"| {o.fault} | {o.how} | {o.back} | {', '.join(o.restarted) or 'none'} | "
-                + (f"{o.exact_s:.0f} s" if o.exact_s is not None else "**not exact**")
-                + (f" ({o.note})" if o.note else "")
-                + " |"
-                for o in self.outcomes
-            ),
-        ]
-        return "\n".join(rows)
+        return table(self.outcomes)
 
 
 def _values(path: Path) -> list[bytes]:
@@ -197,6 +112,7 @@ def faults(
     first_workload: workloads.Workload,
     oracle: OracleResult,
     workdir: Path,
+    fault_outcomes: list[Outcome],
 ) -> Iterator[Faults]:
     later = workloads.later_workload(FIRST_WORKLOAD, 12, EVENTS, workdir / "faults")
     everything = first_workload.values() + later.values()
@@ -208,7 +124,7 @@ def faults(
     ):
         state = Faults(
             kube, cluster_settings, first_workload, later,
-            workloads.split(later.events, PARTS), producer, reader,
+            workloads.split(later.events, PARTS), producer, reader, outcomes=fault_outcomes,
         )  # fmt: skip
         # Before any fault: the release is whole and serves the first workload exactly.
         _wait_release_ready(kube, BACK_S)
@@ -264,20 +180,6 @@ def _restarted(before: dict[str, tuple[str, int]], after: dict[str, tuple[str, i
     return sorted(c for c, state in after.items() if c in before and before[c] != state)
 
 
-def _wait(what: str, condition: Callable[[], bool], timeout_s: float) -> float:
-    """Seconds until `condition` holds (an API error counts as not yet), or an AssertionError."""
-    started = time.monotonic()
-    while True:
-        try:
-            if condition():
-                return time.monotonic() - started
-        except (KubeError, KeyError):
-            pass  # the API server is restarting, or an object is half made
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
-        time.sleep(2)
-
-
 def _release_ready(kube: Kube, since: datetime | None = None) -> bool:
     """Every Deployment and StatefulSet of the release has its replicas, and every pod of the
     release that runs is Ready (since `since`, when given: after a node restart the objects'
@@ -306,7 +208,8 @@ def _timestamp(value: str) -> datetime:
 
 
 def _wait_release_ready(kube: Kube, timeout_s: float, since: datetime | None = None) -> float:
-    return _wait("every pod of the release Ready", lambda: _release_ready(kube, since), timeout_s)
+    ready = lambda: _release_ready(kube, since)  # noqa: E731
+    return wait_for("every pod of the release Ready", ready, timeout_s)
 
 
 def _replaced(kube: Kube, component: str, old: set[str]) -> Callable[[], bool]:
@@ -329,19 +232,6 @@ def _delete(kube: Kube, selector: str) -> None:
     kube.kubectl("delete", "pod", "-l", f"{INSTANCE},{selector}", "--wait=false")
 
 
-def _lambda_version(reader: ServingReader) -> int | None:
-    """The batch version Lambda's answers come from (`meta.view_version`), read until the API
-    answers (a minute at most)."""
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            return reader.view("page_views", "lambda")["meta"]["view_version"]
-        except UnavailableError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(2)
-
-
 def _api_answer(reader: ServingReader) -> str:
     """What a reader of the serving API gets now (its store may be away): the status code."""
     try:
@@ -354,28 +244,14 @@ def _api_answer(reader: ServingReader) -> str:
 # -- the faults --------------------------------------------------------------------------------
 
 
-def test_the_streams_pods_deleted_mid_stream_come_back_exact(
-    faults: Faults, airflow: ForwardedAirflow
-) -> None:
-    """While `lambda_batch` starts too (the test below deletes its step's pod): its first step
-    drains the log into the archive with the archiver's lease, whose holder's pod is deleted."""
+def test_the_streams_pods_deleted_mid_stream_come_back_exact(faults: Faults) -> None:
     kube = faults.kube
-    outcome = Outcome(
-        "speed layer, Kappa job, archiver",
-        f"their 3 pods deleted mid-stream, as `{BATCH_DAG}` starts",
-    )
+    outcome = Outcome("speed layer, Kappa job, archiver", "their 3 pods deleted mid-stream")
     faults.outcomes.append(outcome)
     before = _restarts(kube)
     old = {c: _uids(kube, c) for c in STREAMS}
     assert all(old.values()), old
-    airflow.wait_for_dag(BATCH_DAG)
-    airflow.unpause(BATCH_DAG)
-    # The part first: the run's close_archive then finds it in the log, so compute_views has
-    # something new to compute (a batch with nothing new archived skips, and has no driver).
     faults.produce_part()
-    faults.published = _lambda_version(faults.reader)
-    faults.batch = BatchFault(kube, airflow, airflow.trigger(BATCH_DAG))
-    faults.batch.start()
     started = time.monotonic()
     _delete(kube, f"{COMPONENT} in ({','.join(STREAMS)})")
     back: dict[str, float] = {}  # seconds from the deletion until each one's new pod is Ready
@@ -386,37 +262,10 @@ def test_the_streams_pods_deleted_mid_stream_come_back_exact(
                 back[c] = time.monotonic() - started
         return len(back) == len(STREAMS)
 
-    _wait("a new pod of each stream Ready", all_back, BACK_S)
+    wait_for("a new pod of each stream Ready", all_back, BACK_S)
     outcome.back = "new pods Ready: " + ", ".join(f"{c} {back[c]:.0f} s" for c in STREAMS)
     faults.until_exact(outcome, started)
     outcome.restarted = _restarted(before, _restarts(kube))
-
-
-def test_a_batch_steps_driver_pod_deleted_mid_run_is_retried_and_the_run_succeeds(
-    faults: Faults, airflow: ForwardedAirflow
-) -> None:
-    outcome = Outcome(
-        f"{BATCH_DAG}'s {BATCH_STEP} driver pod",
-        "deleted while its Spark job (with its executors) writes the batch version",
-    )
-    faults.outcomes.append(outcome)
-    assert faults.batch is not None, "the run starts with the test above"
-    run_id = faults.batch.run_id
-    started = faults.batch.join()
-    run = airflow.wait_for_run(BATCH_DAG, run_id, RUN_S)
-    took = time.monotonic() - started
-    states = airflow.task_states(BATCH_DAG, run_id)
-    task = airflow.task_instance(BATCH_DAG, run_id, "compute_views")
-    outcome.back = f"try {task['try_number']} of compute_views; run {run['state']} {took:.0f} s"
-    assert run["state"] == "success", states
-    assert task["try_number"] >= 2, f"the deleted pod's try was not the one that succeeded: {task}"
-    assert set(states.values()) == {"success"}, states
-    # Until the retry published it, readers kept the version published before the run.
-    assert faults.batch.served == [faults.published] * 2, (faults.published, faults.batch.served)
-    faults.until_exact(outcome, started)
-    now = _lambda_version(faults.reader)
-    assert now is not None and faults.published is not None and now > faults.published, now
-    outcome.note = f"served: v{faults.published} until the retry published v{now}"
 
 
 @pytest.mark.parametrize("store", STORES)
@@ -441,7 +290,7 @@ def test_a_deleted_store_pod_comes_back_with_its_data_and_the_views_exact(
         answers[_api_answer(faults.reader)] += 1  # what a reader meets meanwhile
         return replaced()
 
-    back = _wait(f"a new {store} pod Ready", back_while_reading, BACK_S)
+    back = wait_for(f"a new {store} pod Ready", back_while_reading, BACK_S)
     ready = back + _wait_release_ready(kube, BACK_S)
     outcome.back = f"pod Ready {back:.0f} s, whole release Ready {ready:.0f} s"
     outcome.note = "reads meanwhile: " + ", ".join(f"{a} ({n})" for a, n in sorted(answers.items()))
@@ -453,11 +302,6 @@ def test_a_deleted_store_pod_comes_back_with_its_data_and_the_views_exact(
         assert set(answers) == {"200"}, answers
     faults.until_exact(outcome, started)
     outcome.restarted = _restarted(before, _restarts(kube))
-
-
-def _pods_any(kube: Kube, selector: str) -> list[dict[str, Any]]:
-    """Pods by `selector` alone (the DAGs' step pods carry no instance label)."""
-    return kube.items("pods", "-l", selector)
 
 
 def test_a_node_restart_keeps_the_release_and_its_data(

@@ -1,6 +1,6 @@
 """`lk dq` without services: its help, and one line (not a traceback) when the store is down.
 
-Against the real stack, `lk dq validate` and `lk dq docs` are tests/integration/test_quality.py's.
+Against the real stack, `lk dq validate` and `lk dq docs` are tests/integration/test_dags.py's.
 """
 
 from __future__ import annotations

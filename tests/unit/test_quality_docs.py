@@ -1,7 +1,7 @@
 """Data Docs (quality.docs): the landing page, pruning, and the mirror to an S3 bucket.
 
 Publishing against real MinIO, and fetching the pages anonymously over HTTP, is
-tests/integration/test_quality.py's job; here the S3 client is an in-memory stand-in.
+tests/integration/test_dags.py's job; here the S3 client is an in-memory stand-in.
 """
 
 from __future__ import annotations

@@ -90,3 +90,24 @@ def test_a_key_the_store_has_no_columns_for_is_refused() -> None:
 def test_an_empty_state_reads_as_an_empty_table() -> None:
     schema, _key = STATES["search_ctr"]
     assert state_rows.table([], schema).schema == schema
+
+
+@pytest.mark.parametrize("name", sorted(STATES))
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_spark_spells_a_value_as_duckdb_does_byte_for_byte(
+    spark: Any, con: duckdb.DuckDBPyConnection, name: str, data: st.DataObject
+) -> None:
+    """A replay's history and a batch's partials are encoded on Spark, a micro-batch's on
+    DuckDB: one state, one spelling (``core.store.state.values_on_spark``, ``values_on_duckdb``)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema, _key = STATES[name]
+    drawn = data.draw(rows(schema, top_nulls=data.draw(st.booleans())))
+    table = pa.Table.from_pylist(drawn, schema=schema)
+    numbered = [(n, *(row[f.name] for f in schema)) for n, row in enumerate(table.to_pylist())]
+    frame = spark.createDataFrame(
+        numbered, from_arrow_schema(pa.schema([("_n", pa.int64()), *schema]))
+    )
+    spelled = frame.orderBy("_n").select(state.values_on_spark(schema.names).alias("v"))
+    assert [row["v"] for row in spelled.collect()] == state.values_on_duckdb(con, table)

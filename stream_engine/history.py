@@ -1,0 +1,246 @@
+"""A stream's first micro-batch over the whole retained log, computed on Spark's executors.
+
+A new Kappa version replays the log from offset 0. Merged on the driver, micro-batch after
+micro-batch (``stream_engine.engine``), that replay would run on one thread of one process
+while Lambda's batch layer recomputes the same history on every core and executor: the
+comparison would measure two implementations, not two architectures. So a stream that starts
+with nothing committed reads the log up to its end as **one micro-batch** of its own
+streaming query (`availableNow`, no rate limit: the same source, parsing and deduplication
+state as every later micro-batch), and computes it as Lambda's batch does, with Spark:
+
+1. the late rule record by record, per partition in offset order (``core.event_clock``'s
+   window form), and each partition's clock;
+2. each view's partial aggregate of the on-time events (``core.views``, compiled for Spark),
+   its totals, and its rows; the sessions;
+3. the keyed state (partials and totals, encoded as the stream's own state), the rows, the late
+   and quarantined records, written in bulk from the executors (``core.store.bulk``);
+4. the stream's progress (the batch's end offsets, the clocks, the counts) in one transaction,
+   which is what makes the rest visible to the next micro-batch and to the switch.
+
+The query's deduplication state then holds every event id of the history, so a copy of a
+replayed event arriving later is dropped as it would be by a stream that ran all along; the
+next micro-batches merge on the driver from exactly those offsets, as Lambda's speed layer
+continues from the batch's partials. Nothing here brings an event or a key to the driver.
+
+Exactly once: nothing of a stream with no committed batch is visible to readers (a Kappa
+version is switched to only after its replay). A run killed before the progress commit left
+rows behind, which the re-run of the same batch (Spark replans it from its offsets log)
+deletes before writing; a run killed after it is recognised by its batch id, as every
+micro-batch is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+from core import ingestion
+from core.catalog import VIEWS
+from core.event_clock import late_column
+from core.settings import Settings
+from core.store import bulk, realtime
+from core.store.connection import connect
+from core.store.schema import realtime_table
+from core.store.state import NO_MS, NO_TEXT, key_columns, totals_name, values_on_spark
+from core.views import PARTIALS, keep
+from core.views.partials import ROWS, PartialAggregate
+from core.views.query import Query, on_spark, with_timestamps
+from core.views.tables import VIEW_INPUT_COLUMNS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from core.store.realtime import StreamProgress
+
+
+@dataclass(frozen=True)
+class HistoryOutcome:
+    """What the history's micro-batch counted."""
+
+    events: int
+    """Valid first occurrences read from `events`."""
+    kept: int
+    """The on-time events the logic version lets the views see."""
+    late: int
+    quarantined: int
+    profiles: int
+    """Profile records read."""
+
+
+def compute_history(
+    settings: Settings,
+    stream: str,
+    records: DataFrame,
+    progress: StreamProgress,
+    batch_id: int,
+    delay_ms: int,
+    logic: Query | None,
+) -> HistoryOutcome:
+    """Write the history's micro-batch (`records`: the engine's narrowed, deduplicated records
+    of both topics) into `stream`'s state, rows and audit; `progress` is updated in memory for
+    the caller's commit (clocks, watermark, counts)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F  # deferred: pyspark
+
+    with connect(settings) as conn:  # what a killed run of this batch left
+        realtime.drop_stream(conn, stream)
+    is_events = F.col("topic") == settings.events_topic
+    is_profile = F.col("topic") == settings.profiles_topic
+    records = records.persist(StorageLevel.MEMORY_AND_DISK)
+    cached = [records]
+    try:
+        # The first job reads the log, parses and deduplicates it (committing the query's
+        # deduplication state) into the cache every later job reads.
+        counts = records.agg(
+            F.count_if(is_events & F.col("reason").isNotNull()).alias("quarantined"),
+            F.count_if(is_profile).alias("profiles"),
+        ).first()
+        assert counts is not None
+        spark = records.sparkSession
+        # The query's own session shuffles into as many partitions as its state has; the
+        # history's aggregations take the batch layer's number, for every task slot.
+        spark.conf.set("spark.sql.shuffle.partitions", str(settings.spark_shuffle_partitions))
+        valid = records.where(is_events & F.col("reason").isNull())
+        # The late rule needs each partition's history in offset order: a sort of four narrow
+        # columns, not of the events' every field.
+        judged = (
+            valid.select("event_id", "event_ts", "partition", "offset")
+            .withColumn("late", late_column(delay_ms))
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        cached.append(judged)
+        per_partition = (
+            judged.groupBy("partition")
+            .agg(
+                F.max("event_ts").alias("greatest"),
+                F.count(F.lit(1)).alias("events"),
+                F.count_if("late").alias("late"),
+            )
+            .collect()  # a row per partition of `events`
+        )
+        late = judged.where("late").select("event_id", "event_ts", "partition", "offset")
+        on_time = valid.join(late.select("event_id"), "event_id", "left_anti")
+        events = keep(on_time.select(*VIEW_INPUT_COLUMNS), logic)
+        events = events.persist(StorageLevel.MEMORY_AND_DISK)  # read by every view
+        cached.append(events)
+        kept = events.count()
+        profiles = ingestion.parse_profiles(
+            records.where(is_profile).select(*ingestion.KAFKA_COLUMNS)
+        )
+        quarantine = records.where(is_events & F.col("reason").isNotNull()).select(
+            "topic", "partition", "offset", "reason", "value"
+        )
+        writes: list[Callable[[], None]] = [
+            lambda: bulk.append(settings, "stream_late", _tagged(late, stream, batch_id)),
+            lambda: bulk.append(
+                settings, "stream_quarantine", _tagged(quarantine, stream, batch_id)
+            ),
+            *(
+                partial(_write_view, settings, stream, aggregate, events, profiles)
+                for aggregate in PARTIALS.values()
+            ),
+        ]
+        _all_at_once(writes)
+    finally:
+        for frame in cached:
+            frame.unpersist()
+
+    for row in per_partition:
+        progress.clocks.advance(int(row["partition"]), int(row["greatest"]))
+    outcome = HistoryOutcome(
+        events=sum(int(row["events"]) for row in per_partition),
+        kept=kept,
+        late=sum(int(row["late"]) for row in per_partition),
+        quarantined=int(counts["quarantined"]),
+        profiles=int(counts["profiles"]),
+    )
+    progress.watermark_ms = progress.clocks.watermark(delay_ms)
+    progress.max_event_ts = progress.clocks.latest()
+    progress.late_dropped += outcome.late
+    progress.quarantined += outcome.quarantined
+    return outcome
+
+
+def _all_at_once(writes: Sequence[Callable[[], None]]) -> None:
+    """Each write a Spark job of its own, from a thread of its own (as the batch layer writes
+    its views): a small one is mostly its fixed cost on the driver, and the others' tasks fill
+    the cores meanwhile. The first failure is raised once every write has ended."""
+    with ThreadPoolExecutor(max_workers=len(writes)) as pool:
+        done = [pool.submit(write) for write in writes]
+    for future in done:
+        future.result()
+
+
+def _tagged(frame: DataFrame, stream: str, batch_id: int) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return frame.select(F.lit(stream).alias("stream"), "*", F.lit(batch_id).alias("batch_id"))
+
+
+def _write_view(
+    settings: Settings,
+    stream: str,
+    aggregate: PartialAggregate,
+    events: DataFrame,
+    profiles: DataFrame,
+) -> None:
+    """One view's keyed state and rows from the history's events: for an additive view its
+    partial (the state a micro-batch looks keys up in), the totals per view row, and the rows
+    they finish into; the sessions, whose rows are their state."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    spark = events.sparkSession
+    spec = VIEWS[aggregate.view]
+    if not aggregate.additive:
+        rows = on_spark(spark, aggregate.partial_query, in_events=events)
+        _append_rows(settings, stream, aggregate.view, with_timestamps(rows, spec))
+        return
+    partial = on_spark(spark, aggregate.partial_query, in_events=events, in_profiles=profiles)
+    partial = partial.persist(StorageLevel.MEMORY_AND_DISK)
+    totals = on_spark(spark, aggregate.totals_query, in_partial=partial)
+    totals = totals.where(F.col(ROWS) > 0).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        _append_state(settings, stream, aggregate.view, partial, aggregate.key)
+        _append_state(settings, stream, totals_name(aggregate.view), totals, aggregate.total_key)
+        partial.unpersist()  # the totals are cached now
+        rows = on_spark(spark, aggregate.finish_totals_query, in_totals=totals)
+        _append_rows(settings, stream, aggregate.view, with_timestamps(rows, spec))
+    finally:
+        partial.unpersist()
+        totals.unpersist()
+
+
+def _append_rows(settings: Settings, stream: str, view: str, rows: DataFrame) -> None:
+    from pyspark.sql import functions as F
+
+    tagged = rows.select(F.lit(stream).alias("stream"), *VIEWS[view].columns)
+    bulk.append(settings, realtime_table(view), tagged)
+
+
+def _append_state(
+    settings: Settings, stream: str, name: str, rows: DataFrame, key: tuple[str, ...]
+) -> None:
+    """Rows of one state, keyed and encoded as ``core.store.state`` keeps a stream's own."""
+    from pyspark.sql import functions as F
+
+    text, ms = _key_columns(rows, key)
+    columns = rows.columns
+    state = rows.select(
+        F.lit(stream).alias("stream"),
+        F.lit(name).alias("view"),
+        (F.col(text) if text else F.lit(NO_TEXT)).alias("key_text"),
+        (F.col(ms).cast("bigint") if ms else F.lit(NO_MS).cast("bigint")).alias("key_ms"),
+        values_on_spark(columns).alias("value"),
+    )
+    bulk.append(settings, "stream_state", state)
+
+
+def _key_columns(rows: DataFrame, key: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """``core.store.state.key_columns`` for a Spark frame (its schema as Arrow's)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return key_columns(to_arrow_schema(rows.schema), key)
