@@ -144,9 +144,11 @@ class Settings(BaseSettings):
     stream_state_partitions: int = Field(default=2, ge=1)
     # A stream that starts with nothing committed (a Kappa replay, a first start on a retained
     # log) reads the log up to its end as one micro-batch, computed on Spark's task slots
-    # (`stream_engine.history`) when it holds at least this many records; a smaller one is
-    # merged on the driver as any micro-batch, whose fixed cost is then the smaller.
-    stream_history_min_records: int = Field(default=0, ge=0)
+    # (`stream_engine.history`) when it holds at least this many records (both topics); a
+    # smaller one is merged on the driver as any micro-batch: faster there (its Spark jobs and
+    # their compilation cost more than they save), and the driver holds at most this many
+    # records, whatever the history (docs/BENCHMARKS.md, a replay on every task slot).
+    stream_history_min_records: int = Field(default=1_000_000, ge=0)
     # Kappa reprocessing: the new version has caught up when, after a replay round, it is at
     # most this many records behind the log end (all partitions) and its watermark is this
     # close to the live version's (`kappa.reprocess.caught_up`).

@@ -56,7 +56,12 @@ FIRST_PART = 300
 @pytest.fixture(scope="module")
 def kappa(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:  # type: ignore[type-arg]
     settings = isolated_settings(stack, "kappa").model_copy(
-        update={"architecture": Architecture.KAPPA, "stream_max_offsets_per_trigger": 1000}
+        update={
+            "architecture": Architecture.KAPPA,
+            "stream_max_offsets_per_trigger": 1000,
+            # A history of any size replays on Spark's task slots, as a large log's does.
+            "stream_history_min_records": 0,
+        }
     )
     folder = tmp_path_factory.mktemp("kappa")
     events, profiles = folder / "events.jsonl", folder / "events.profiles.jsonl"
