@@ -54,6 +54,7 @@ ROOMS: Final[dict[str, str]] = {
     "tests": TOOLING,
     "infra": TOOLING,
     "comparison": TOOLING,
+    ".ci": TOOLING,
 }
 TOP_LEVEL: Final = "(top level)"
 """The room of Python files at the root of the tree."""

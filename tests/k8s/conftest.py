@@ -25,6 +25,7 @@ from core.oracle import OracleResult, compute_views, load_profiles_jsonl
 from core.settings import Settings, get_settings
 from infra.cluster import install
 from tests.airflow_api import AirflowApi
+from tests.comparison_checks import SCENARIOS
 from tests.conftest import run_lk
 from tests.k8s import workloads
 from tests.k8s.faults import Outcome
@@ -39,15 +40,14 @@ FIRST_WORKLOAD = workload.WorkloadSpec(seed=11, events=2000, late_fraction=0.0)
 FAULTS_MODULE = "test_pod_faults.py"
 """Its tests run after the views are checked and before `helm upgrade` (which they leave the
 release healthy for): they add a workload and restart the node, so nothing before them sees it."""
-COMPARISON_SCENARIOS = ("steady", "bug-and-fix")  # the Job's path; every scenario: test-compare
 TEST_VALUES = (
     "--set=airflow.dagsArePausedAtCreation=true",
     "--set=batchLayer.schedule=",
     "--set=dataQuality.schedule=",
     # The comparison's Job on a small workload: every figure, as `make test-compare` runs it.
-    "--set=comparison.events=600",
+    "--set=comparison.events=900",
     "--set=comparison.rate=30",
-    "--set=comparison.scenarios=" + "\\,".join(COMPARISON_SCENARIOS),
+    "--set=comparison.scenarios=" + "\\,".join(SCENARIOS),
 )
 
 

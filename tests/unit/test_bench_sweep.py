@@ -74,6 +74,7 @@ def test_the_file_should_have_the_shape_the_report_reads(tmp_path: Path) -> None
         "peak_rss_bytes": 1_234_567_890,
         "archive_seconds": 20.0,
         "archive_cpu_seconds": 25.0,
+        "cores": 1.46,
     }
     for point in read["points"]:
         assert point["architecture"] in ("lambda", "kappa")
@@ -85,6 +86,9 @@ def test_the_file_should_have_the_shape_the_report_reads(tmp_path: Path) -> None
     assert [(p.architecture, p.events, p.seconds) for p in read_back.points] == [
         (p["architecture"], p["events"], p["seconds"]) for p in read["points"]
     ]
+    assert [p.cores for p in read_back.points] == pytest.approx(
+        [p["cores"] for p in read["points"]], abs=0.005
+    )
 
 
 def test_the_fixed_cost_should_be_the_smallest_log_and_the_rest_per_million() -> None:
