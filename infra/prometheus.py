@@ -23,7 +23,7 @@ from typing import Any, Final
 import yaml
 
 from core.settings import get_settings
-from infra.cluster import install
+from infra.cluster import api, install
 from infra.images import image_name
 
 NAMESPACE: Final = "lk-monitoring"
@@ -102,25 +102,13 @@ def manifests(image: str, app_image: str, namespaces: list[str]) -> list[dict[st
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": f"{NAMESPACE}-{NAME}", "labels": labels},
-            "rules": [
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": f"{NAMESPACE}-{NAME}", "labels": labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": f"{NAMESPACE}-{NAME}",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
-        },
+        *api.cluster_role(
+            f"{NAMESPACE}-{NAME}",
+            {"": ["pods"]},
+            {"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE},
+            verbs=("get", "list", "watch"),
+            labels=labels,
+        ),
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",

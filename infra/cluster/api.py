@@ -96,26 +96,31 @@ RBAC: Final = "rbac.authorization.k8s.io"
 
 
 def cluster_role(
-    name: str, reads: dict[str, list[str]], subject: dict[str, str]
+    name: str,
+    reads: dict[str, list[str]],
+    subject: dict[str, str],
+    verbs: tuple[str, ...] = ("list", "watch"),
+    labels: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """A ClusterRole that lists and watches `reads` (API group -> resources), bound to
-    `subject`: the read-only access the cluster's own agents (CoreDNS, the NetworkPolicy agent)
-    need."""
+    """A ClusterRole that may `verbs` (by default list and watch) `reads` (API group ->
+    resources), bound to `subject`: the read-only access the cluster's own agents (CoreDNS, the
+    NetworkPolicy agent, Prometheus's pod discovery) need."""
     rules = [
-        {"apiGroups": [group], "resources": resources, "verbs": ["list", "watch"]}
+        {"apiGroups": [group], "resources": resources, "verbs": list(verbs)}
         for group, resources in reads.items()
     ]
+    metadata: dict[str, Any] = {"name": name, **({"labels": labels} if labels else {})}
     return [
         {
             "apiVersion": f"{RBAC}/v1",
             "kind": "ClusterRole",
-            "metadata": {"name": name},
+            "metadata": metadata,
             "rules": rules,
         },
         {
             "apiVersion": f"{RBAC}/v1",
             "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
+            "metadata": metadata,
             "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": name},
             "subjects": [subject],
         },

@@ -139,7 +139,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--sweep-sizes",
         default=os.environ.get("BENCH_SWEEP_SIZES", ",".join(map(str, sweep.DEFAULT_SIZES))),
         help="lines in the log at each size of the sweep, comma-separated; 1e6 and 1_000_000 "
-        "read too (env BENCH_SWEEP_SIZES; default 10000,100000,1000000,5000000)",
+        f"read too (env BENCH_SWEEP_SIZES; default {','.join(map(str, sweep.DEFAULT_SIZES))})",
     )
     parser.add_argument(
         "--sweep-json",

@@ -43,10 +43,13 @@ def test_both_should_have_a_suspended_cronjob_as_the_runs_template() -> None:
 
 
 def test_the_run_should_be_lk_compare_with_the_values() -> None:
-    values = {**BOTH, "comparison": {"events": 900, "rate": 30, "scenarios": "steady,late"}}
+    values = {
+        **BOTH,
+        "comparison": {"events": 900, "seed": 11, "rate": 30, "scenarios": "steady,late"},
+    }
     args = _container(_cronjob(values))["args"]
     assert args == [
-        "lk", "compare", "--events=900", "--rate=30", "--scenarios=steady,late",
+        "lk", "compare", "--events=900", "--seed=11", "--rate=30", "--scenarios=steady,late",
         "--out-dir=/tmp/lk/compare",
     ]  # fmt: skip
 

@@ -22,11 +22,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from core.settings import Settings
 from tests.conftest import ROOT
 from tests.processes import stop_group
 
 # A driver that ends: a tiny job, then stop (which closes, and so uploads, its event log).
+DRIVER_TIMEOUT_S = 300.0
+"""A guard against a hang, not a speed aim: alone the driver takes about 10 s; beside the
+cluster's lane (a `helm upgrade` restarting pods) one took more than 180 s in CI."""
 _DRIVER = """
 import sys
 from core.settings import get_settings
@@ -128,15 +133,20 @@ def test_the_history_server_lists_a_batch_drivers_application(
 
     started = time.monotonic()
     with _history_server(stack, conf, tmp_path / "history.log") as server:
-        driver = subprocess.run(
-            [sys.executable, "-c", _DRIVER, app_name],
-            cwd=ROOT,
-            env={**os.environ, **stack.as_env(), "LK_SPARK_EVENT_LOG_DIR": log_dir},
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        try:
+            driver = subprocess.run(
+                [sys.executable, "-c", _DRIVER, app_name],
+                cwd=ROOT,
+                env={**os.environ, **stack.as_env(), "LK_SPARK_EVENT_LOG_DIR": log_dir},
+                capture_output=True,
+                text=True,
+                timeout=DRIVER_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:  # a hang: where its log stopped
+            err = exc.stderr or b""
+            tail = err.decode(errors="replace") if isinstance(err, bytes) else err
+            pytest.fail(f"the driver did not end in {DRIVER_TIMEOUT_S:.0f} s:\n{tail[-4000:]}")
         assert driver.returncode == 0, driver.stderr[-3000:]
         listed: list[dict[str, Any]] = []
         deadline = time.monotonic() + 60
