@@ -1502,6 +1502,8 @@ def render(run: ComparisonRun) -> str:
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        # No icon: a browser would ask the server for /favicon.ico (MinIO answers 403).
+        '<link rel="icon" href="data:,">'
         "<title>Lambda vs Kappa: side-by-side comparison</title>"
         f"<style>{_STYLE}</style></head><body>"
         "<header><h1>Lambda vs Kappa: side-by-side comparison</h1>"

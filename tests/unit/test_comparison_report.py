@@ -391,7 +391,9 @@ def test_the_full_report_has_every_part_and_no_url_but_its_json(
         assert "How to read this" in section and NOT_MEASURED not in section, fig_id
     without_images = re.sub(r'src="data:image/png;base64,[A-Za-z0-9+/=]+"', 'src=""', page)
     assert not re.search(r"https?:|//[a-z]", without_images)  # nothing to fetch, nothing linked
-    assert set(re.findall(r'href="([^"#][^"]*)"', page)) == {JSON_FILE}
+    # The one link is the JSON; the icon is empty and inline, so a browser asks for none.
+    assert set(re.findall(r'href="([^"#][^"]*)"', page)) == {JSON_FILE, "data:,"}
+    assert '<link rel="icon" href="data:,">' in page
     # Numbers a reader looks for are in the tables, not only in pixels.
     reprocessing = section_html(page, "fig-reprocessing")
     assert "batch recompute" in reprocessing and "replay" in reprocessing and "3, 4" in reprocessing
