@@ -98,10 +98,13 @@ def check_run(
     changes: Sequence[ProfileChange],
     state: RunState,
     delay_ms: int,
+    *,
+    in_a_pod: bool = False,
 ) -> None:
     """Every check of a run that played `SCENARIOS`: its numbers (`run`, and the `report`'s
     HTML) against the test's own, from the workload's event `values` and profile `changes` (in
-    the order produced, the compaction scenario's resend last) and the run's `state`."""
+    the order produced, the compaction scenario's resend last) and the run's `state`;
+    `in_a_pod`: the run was the chart's comparison Job."""
     # Every scenario played, in order; both architectures sampled in each.
     assert [s.name for s in run.scenarios] == list(SCENARIOS)
     for scenario in ("steady", "late"):
@@ -168,12 +171,16 @@ def check_run(
     assert "segment_totals lambda 0, kappa 0." in section_html(report, "fig-compaction")
     assert run.compaction.profile_records_after < run.compaction.profile_records_before
 
-    # Cost, storage, the chart's weight and the code: measured, not empty.
-    assert {c.architecture for c in run.cost} >= {"lambda", "kappa", "shared"}
+    # Cost, storage, the chart's weight and the code: measured, not empty. In the chart's Job
+    # the stores are other pods, whose CPU is not the Job's to read, and the image has no Helm
+    # SDK to render the chart with: those two are `lk demo`'s alone.
+    shared = set() if in_a_pod else {"shared"}
+    assert {c.architecture for c in run.cost} >= {"lambda", "kappa", *shared}
     assert all(c.cpu_seconds > 0 for c in run.cost if c.architecture != "shared")
     stored = {(s.architecture, s.what): s.bytes for s in run.stored}
     assert stored[("lambda", "master dataset")] > 0 and stored[("kappa", "retained log")] > 0
-    assert {w.mode for w in run.chart_weight} == {"lambda", "kappa", "both"}
+    modes = set() if in_a_pod else {"lambda", "kappa", "both"}
+    assert {w.mode for w in run.chart_weight} == modes
     assert run.code is not None and run.code.shared > 0
 
 

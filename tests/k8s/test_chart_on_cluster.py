@@ -686,7 +686,7 @@ def test_the_comparison_job_plays_every_scenario_on_a_busy_node_and_its_report_h
     changes = load_profiles_jsonl(profiles)
     latest = max(change.updated_ts for change in changes)
     changes += [change for change in logged if change.updated_ts > latest]
-    check_run(run, page.text, load_jsonl_values(events), changes, state, delay_ms)
+    check_run(run, page.text, load_jsonl_values(events), changes, state, delay_ms, in_a_pod=True)
 
     with kube.port_forward(SERVING, 8000) as url:
         with httpx.Client(base_url=url, timeout=30) as client:
