@@ -156,12 +156,11 @@ def _materialized(frame: DataFrame) -> DataFrame:
     """`frame` computed now, its rows kept on the executors' disks and read by every later job,
     which starts from them: its lineage is cut. Not `persist`: Spark reuses a cached frame
     only when a later plan matches its plan, and the views' plans (SQL over temporary views of
-    a micro-batch's frames) matched none, so each recomputed the log's parse and deduplication
-    (on 1M events: 19 of 68 stages read the source's shuffle again; the replay took 103 s, 52 s
-    after). On disk, not in memory: the heap stays the engine's whatever the history (in a
-    local driver the executors share it), and on 5M events the garbage collector's 38 CPU-s
-    became 9 (the replay 149 s, then 140). A lost executor loses its part: the micro-batch
-    fails and runs again."""
+    a micro-batch's frames) matched none, so each recomputed the log's parse and deduplication.
+    On disk, not in memory: the heap stays the engine's whatever the history (in a local
+    driver the executors share it), and the garbage collector has less to do (the figures:
+    docs/BENCHMARKS.md, a replay on Spark's task slots). A lost executor loses its part: the
+    micro-batch fails and runs again."""
     from pyspark import StorageLevel
 
     return frame.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
