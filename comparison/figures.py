@@ -15,10 +15,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 3
-"""3: compaction reports both profile joins (`Compaction.rows_differing_by_view`), late data its
-rows off per view; 2: freshness per event line (1: per produced chunk); the warm-up, the sweep,
-truly late. An older run reads back with the new fields empty."""
+SCHEMA_VERSION = 4
+"""4: when the steady state had caught up (`ScenarioSpan.caught_up_s`), when each wrong version
+was noticed (`WrongAnswers.noticed_s`); 3: compaction reports both profile joins
+(`Compaction.rows_differing_by_view`), late data its rows off per view; 2: freshness per event
+line (1: per produced chunk); the warm-up, the sweep, truly late. An older run reads back with
+the new fields empty."""
 AS_OF_JOIN = "revenue_by_segment"
 """The stream-table join, as of event time: it needs every profile version (CONTRACT §3)."""
 TABLE_TABLE_JOIN = "segment_totals"
@@ -61,6 +63,9 @@ class ScenarioSpan:
     started_s: float
     ended_s: float
     notes: list[str] = field(default_factory=list)
+    caught_up_s: float | None = None
+    """The steady state's: when both streams had caught up with every line produced. Reads
+    before it count events in flight; reads after it, what a stream left out (late events)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +159,9 @@ class WrongAnswers:
     wrong_until_s: float
     repair_seconds: float
     repair_cpu_seconds: float
+    noticed_s: float | None = None
+    """From `wrong_from_s` to the first sample whose answer differed from the oracle's: how soon
+    a check against the intended logic could have seen it (None in a run of schema 3)."""
 
     @property
     def seconds_wrong(self) -> float:

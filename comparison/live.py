@@ -23,6 +23,7 @@ from typing import Final
 import psutil
 
 from comparison import chart_weight, code_size, stored
+from comparison.context import Context
 from comparison.deployment import Deployment
 from comparison.errors import ComparisonError
 from comparison.feed import Clock, SteadyFeed
@@ -30,7 +31,7 @@ from comparison.figures import ComparisonRun
 from comparison.publish import publish
 from comparison.report import write_report
 from comparison.sampler import Sampler
-from comparison.scenarios import PLAYS, SCENARIOS, Context, warm_up
+from comparison.scenarios import PLAYS, SCENARIOS, warm_up
 from comparison.sweep import BENCH_DIR, latest_sweep
 from core import workload
 from core.kafka_io import produce_file

@@ -6,13 +6,15 @@ Both files go to the Data Docs bucket (`dq_bucket`) under `comparison/<run>/`, a
 named from its `created_at` (publishing the same run again replaces its files), in one folder
 because the page links to its JSON by a relative name. The prefix is readable anonymously,
 by the same bucket policy as the Data Docs (`quality.docs.open_public_prefixes`). The
-addresses go to the serving store (`core.store.comparison_reports`), which the API's
-`GET /v1/comparison` reads.
+addresses go to the serving store (`core.store.comparison_reports`) with the run's verdict
+(`comparison.verdict`, computed here from the JSON: the API reads only Postgres and never the
+run), which the API's `GET /v1/comparison` and its dashboard read.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -20,6 +22,7 @@ from typing import Any, Final
 from comparison.errors import ComparisonError
 from comparison.figures import ComparisonRun
 from comparison.report import JSON_FILE, REPORT_FILE
+from comparison.verdict import verdict
 from core.provision import s3_client
 from core.settings import Settings
 from core.store import comparison_reports
@@ -41,11 +44,12 @@ def run_folder(run: ComparisonRun) -> str:
 
 def publish(settings: Settings, out_dir: Path, *, client: Any = None) -> str:
     """Upload `out_dir`'s report and JSON to MinIO, record their addresses in the serving
-    store; returns the report's URL, readable by anyone."""
+    store with the run's verdict; returns the report's URL, readable by anyone."""
     missing = [name for name in CONTENT_TYPES if not (out_dir / name).is_file()]
     if missing:
         raise ComparisonError(f"nothing to publish in {out_dir}: no {' or '.join(missing)}")
-    folder = f"{COMPARISON_PREFIX}{run_folder(ComparisonRun.read(out_dir / JSON_FILE))}/"
+    run = ComparisonRun.read(out_dir / JSON_FILE)
+    folder = f"{COMPARISON_PREFIX}{run_folder(run)}/"
     s3 = client or s3_client(settings)
     bucket = settings.dq_bucket
     open_public_prefixes(s3, bucket)
@@ -60,5 +64,5 @@ def publish(settings: Settings, out_dir: Path, *, client: Any = None) -> str:
     base = f"{settings.s3_endpoint}/{bucket}/{folder}"
     url, json_url = base + REPORT_FILE, base + JSON_FILE
     with connect(settings) as conn:
-        comparison_reports.record_report(conn, url, json_url)
+        comparison_reports.record_report(conn, url, json_url, [asdict(row) for row in verdict(run)])
     return url

@@ -164,7 +164,8 @@ class Sampler:
 
     def views_off(self, architecture: str, logic_version: str | None = None) -> dict[str, int]:
         """Rows off in each view of `architecture` now, against the whole produced log."""
-        oracle = self.oracle(logic_version=logic_version)
+        with self._lock:  # the oracle's cache is shared with the sampler's thread
+            oracle = self.oracle(logic_version=logic_version)
         answers = served(self.settings, architecture)
         return {
             view: view_distance(view, rows, oracle.views[view]).off

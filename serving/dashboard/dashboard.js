@@ -8,6 +8,11 @@
 // one statement, without reading a row. Only a changed answer is read whole (page by page,
 // for the totals). A failed poll (503 while the store is down, or no answer at all) shows a
 // banner on that architecture's panel and polling goes on, so the page recovers by itself.
+//
+// Below the panels, the last comparison's verdict (GET /v1/comparison): a row per question,
+// Lambda's figure beside Kappa's, which one is ahead and by how much, each question linked to
+// its figure in the published report. Runs are rare (by hand, a few a day): it is read at load
+// and once a minute.
 "use strict";
 
 const POLL_MS = 2000;
@@ -16,6 +21,7 @@ const MAX_ROWS = 100000; // rows read per changed answer, for the totals; more: 
 const TABLE_ROWS = 50;
 const HISTORY_POINTS = 900; // 30 minutes of polls per chart
 const CHART_HEIGHT = 130;
+const COMPARISON_POLL_MS = 60000;
 
 const ARCHITECTURES = [
   { name: "lambda", title: "Lambda", color: "#c05621" },
@@ -339,6 +345,107 @@ function clock(date) {
   return date.toTimeString().slice(0, 8);
 }
 
+// --- the last comparison ----------------------------------------------------------------------
+
+const comparison = document.getElementById("comparison");
+let comparisonTimer = null;
+
+async function readComparison() {
+  let body = null;
+  let error = null;
+  try {
+    const response = await fetch("v1/comparison", {
+      cache: "no-store",
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    });
+    if (response.ok) body = await response.json();
+    else error = await reason(response);
+  } catch (failure) {
+    error = `the serving API does not answer (${failure.message})`;
+  }
+  renderComparison(body, error);
+  clearTimeout(comparisonTimer);
+  comparisonTimer = setTimeout(readComparison, COMPARISON_POLL_MS);
+}
+
+// Text only (textContent): every string of the answer is shown as it is, never as HTML.
+function renderComparison(body, error) {
+  const status = comparison.querySelector(".comparison-status");
+  const wrap = comparison.querySelector(".table-wrap");
+  comparison.classList.toggle("stale", error !== null);
+  if (error !== null) {
+    // The verdict on screen, if any, stays: a comparison does not change while the store is away.
+    status.textContent = `${error}; retrying every ${COMPARISON_POLL_MS / 1000} s`;
+    return;
+  }
+  if (body.report === null) {
+    status.textContent = "No comparison published yet: lk compare (or lk demo) runs one.";
+    wrap.hidden = true;
+    return;
+  }
+  const report = webAddress(body.report);
+  const numbers = webAddress(body.json);
+  status.replaceChildren(
+    `Published ${utc(body.published_at)}: `,
+    link(report, "the report"),
+    ", ",
+    link(numbers, "its numbers (comparison.json)"),
+    body.verdict === null ? "; it predates the verdict table, see its figures." : ".",
+  );
+  wrap.hidden = body.verdict === null;
+  comparison.querySelector("tbody").replaceChildren(
+    ...(body.verdict ?? []).map((entry) => verdictRow(entry, report)),
+  );
+}
+
+function verdictRow(entry, report) {
+  let figure = null;
+  if (report !== null) {
+    figure = new URL(report);
+    figure.hash = entry.figure;
+  }
+  const question = document.createElement("td");
+  question.append(link(figure, entry.question));
+  const ahead = document.createElement("td");
+  ahead.dataset.ahead = entry.ahead;
+  ahead.textContent = aheadText(entry.ahead);
+  const texts = [entry.lambda_figure, entry.kappa_figure].map((text) => cell("td", "", text));
+  return row([question, ...texts, ahead, cell("td", "", entry.by)]);
+}
+
+function aheadText(ahead) {
+  const architecture = ARCHITECTURES.find(({ name }) => name === ahead);
+  if (architecture !== undefined) return architecture.title;
+  return ahead === "" ? "not measured" : ahead;
+}
+
+// An http(s) address, or null: no other scheme (javascript:, data:) becomes a link.
+function webAddress(address) {
+  if (typeof address !== "string") return null;
+  try {
+    const url = new URL(address, location.href);
+    return ["http:", "https:"].includes(url.protocol) ? url : null;
+  } catch {
+    return null;
+  }
+}
+
+// A link to `url` (a URL, or null: the text alone).
+function link(url, text) {
+  if (url === null) return document.createTextNode(text);
+  const anchor = document.createElement("a");
+  anchor.href = url.href;
+  anchor.textContent = text;
+  return anchor;
+}
+
+// "2026-11-24 15:30:00 UTC", whatever the offset the API wrote the instant with.
+function utc(instant) {
+  const date = new Date(instant);
+  if (Number.isNaN(date.getTime())) return String(instant);
+  return `${date.toISOString().slice(0, 19).replace("T", " ")} UTC`;
+}
+
 // --- start ------------------------------------------------------------------------------------
 
 const select = document.getElementById("view");
@@ -351,3 +458,4 @@ document.addEventListener("visibilitychange", () => {
 });
 panels.forEach(reset); // once both panels are laid out: each chart's width is its cell's
 schedule(0);
+readComparison();

@@ -1,6 +1,7 @@
 """A comparison report published on the real stack: its page and JSON are on MinIO beside the
 Data Docs, readable by anyone over plain HTTP (that prefix only); `GET /v1/comparison` and
-`GET /v1/quality` link to the latest; the serving login reads where it is and writes nothing.
+`GET /v1/quality` link to the latest, and `GET /v1/comparison` answers its verdict; the serving
+login reads where it is and writes nothing.
 
 The module has its own serving database and Data Docs bucket; its tests run in file order.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 import httpx
@@ -20,6 +22,7 @@ from fastapi.testclient import TestClient
 from comparison.figures import ComparisonRun
 from comparison.publish import publish
 from comparison.report import write_report
+from comparison.verdict import verdict
 from core.provision import s3_client
 from core.settings import Settings
 from core.store.connection import connection_kwargs
@@ -56,6 +59,7 @@ def test_before_the_first_run_the_api_links_to_nothing(published: Settings) -> N
         "report": None,
         "json": None,
         "published_at": None,
+        "verdict": None,
     }
     assert _api(published, "/v1/quality")["comparison_report"] is None
 
@@ -80,6 +84,10 @@ def test_a_published_report_is_readable_by_anyone_and_linked_by_the_api(
     body = _api(published, "/v1/comparison")
     assert (body["report"], body["json"]) == (url, folder + "comparison.json")
     assert body["published_at"] is not None
+    # The verdict as the report's table has it, from the JSON: the API never reads the run.
+    rows = [asdict(row) for row in verdict(run)]
+    assert body["verdict"] == rows
+    assert {row["ahead"] for row in rows} >= {"lambda", "kappa", "even"}
     assert _api(published, "/v1/quality")["comparison_report"] == url
 
 
@@ -103,7 +111,9 @@ def test_the_latest_run_is_linked_and_earlier_reports_stay(
     write_report(later, tmp_path)
     url = publish(published, tmp_path)
     assert url.endswith("/comparison/20261124T174510Z/report.html") and url != first
-    assert _api(published, "/v1/comparison")["report"] == url
+    body = _api(published, "/v1/comparison")
+    assert body["report"] == url
+    assert body["verdict"] == [asdict(row) for row in verdict(later)]
     assert httpx.get(str(first), timeout=10).status_code == 200
 
 

@@ -1,7 +1,8 @@
 """The live dashboard (`GET /` of `lk serve`) in Debian's Chromium, on both architectures'
 real output: it shows Lambda and Kappa side by side, updates once events are produced and
 processed, follows the chosen view, and shows a banner per architecture while the store is
-down, recovering by itself once it is back.
+down, recovering by itself once it is back; below, the last comparison's verdict once one is
+published (`GET /v1/comparison`).
 
 The stream jobs (Lambda's speed layer, Kappa's version 1) run on the shared stack, on topics
 and buckets of this module's own, and write to a Postgres of this module's own, so stopping it
@@ -22,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,8 @@ from core import workload
 from core.catalog import VIEW_NAMES, VIEWS
 from core.kafka_io import produce_file
 from core.settings import Settings
-from core.store.connection import ensure_schema
+from core.store import comparison_reports
+from core.store.connection import connect, ensure_schema
 from infra.stack.postgres import Postgres
 from serving.api.routes.dashboard import window_text
 from tests.browser import chromium
@@ -190,6 +192,11 @@ def test_the_page_shows_both_architectures_before_any_event(browser: Browser, ap
         expect(panel.locator(".status")).to_contain_text(
             re.compile(r"since then [1-9]\d* unchanged \(304\)"), timeout=10_000
         )
+    comparison = page.locator("#comparison")
+    expect(comparison.locator(".comparison-status")).to_have_text(
+        "No comparison published yet: lk compare (or lk demo) runs one."
+    )
+    expect(comparison.locator("tbody tr")).to_have_count(0)
     assert browser.console_errors == []
 
 
@@ -275,3 +282,40 @@ def test_a_store_outage_shows_a_banner_per_architecture_and_recovers(
     # The page's only complaints were the browser's own lines about the 503 answers.
     unexpected = [text for text in browser.console_errors if STORE_DOWN_CONSOLE not in text]
     assert unexpected == [] and browser.console_errors, browser.console_errors
+
+
+def test_the_last_comparisons_verdict_is_shown_linked_to_its_report(
+    browser: Browser, api: str, deployment: Deployment
+) -> None:
+    """Published as `comparison.publish` records it; a page opened since shows it (an open
+    page reads it again within a minute)."""
+    from playwright.sync_api import expect
+
+    from comparison.verdict import verdict
+    from tests.unit.test_comparison_report import synthetic_run
+
+    report = "http://127.0.0.1:9000/lk-dq/comparison/20261124T153000Z/report.html"
+    rows = [asdict(row) for row in verdict(synthetic_run())]
+    with connect(deployment.settings) as conn:
+        comparison_reports.record_report(
+            conn, report, report.replace("report.html", "comparison.json"), rows
+        )
+    with httpx.Client(base_url=api, timeout=30) as client:
+        assert client.get("/v1/comparison").json()["verdict"] == rows
+    chrome = browser.page.context.browser  # a page of its own: the module's page stays as it is
+    assert chrome is not None
+    page = chrome.new_page()
+    try:
+        page.goto(f"{api}/")
+        table = page.locator("#comparison tbody tr")
+        expect(table).to_have_count(len(rows), timeout=UPDATE_TIMEOUT_MS)
+        for i, row in enumerate(rows):
+            cells = table.nth(i).locator("td")
+            ahead = {"lambda": "Lambda", "kappa": "Kappa"}.get(row["ahead"], row["ahead"])
+            expect(cells).to_have_text(
+                [row["question"], row["lambda_figure"], row["kappa_figure"], ahead, row["by"]]
+            )
+            expect(cells.first.locator("a")).to_have_attribute("href", f"{report}#{row['figure']}")
+        expect(page.locator("#comparison .comparison-status")).to_contain_text("the report")
+    finally:
+        page.close()

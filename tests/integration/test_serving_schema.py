@@ -21,6 +21,7 @@ import base64
 import json
 import socket
 from collections.abc import Iterator
+from dataclasses import asdict
 from typing import Any
 
 import psycopg
@@ -39,6 +40,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from comparison.verdict import verdict
 from core.catalog import VIEWS
 from core.settings import Settings
 from core.store import comparison_reports, quality_results
@@ -48,6 +50,7 @@ from core.times import HOUR_MS, MINUTE_MS, iso, parse_iso, to_timestamp
 from quality.result import QualityResult
 from serving.main import create_app
 from tests.integration.helpers import own_database
+from tests.unit.test_comparison_report import synthetic_run
 
 CHECKS = [
     not_a_server_error,
@@ -67,6 +70,7 @@ FUZZ = settings(
 )
 
 VIEW_PATH = "/v1/views/{view}"
+VERDICT = [asdict(row) for row in verdict(synthetic_run())]
 CUTOFF = "2026-11-01T10:00:00Z"
 
 
@@ -160,7 +164,7 @@ def _set_alias(
 
 def _seed(conn: psycopg.Connection) -> None:
     """Lambda v1 (batch before the cutoff, speed after) and Kappa v1 and v2, their progress,
-    the quality suites' last results and a comparison report's address."""
+    the quality suites' last results and a comparison report's address and verdict."""
     cutoff = parse_iso(CUTOFF)
     for view, spec in VIEWS.items():
         rows = _view_rows(view)
@@ -201,6 +205,7 @@ def _seed(conn: psycopg.Connection) -> None:
         conn,
         "http://127.0.0.1:9000/lk-dq/comparison/20261101T120000Z/report.html",
         "http://127.0.0.1:9000/lk-dq/comparison/20261101T120000Z/comparison.json",
+        VERDICT,
     )
 
 
@@ -319,6 +324,12 @@ def test_an_edited_cursor_is_not_a_server_error(app: FastAPI, view: str) -> None
         assert response.status_code in (200, 422), response.text
 
     edited()
+
+
+def test_the_comparison_answers_its_verdict_conforming(app: FastAPI) -> None:
+    response = schema["/v1/comparison"]["GET"].Case().call_and_validate(checks=CHECKS, app=app)
+    assert response.status_code == 200, response.text
+    assert response.json()["verdict"] == VERDICT
 
 
 def _free_port() -> int:

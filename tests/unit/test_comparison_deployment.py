@@ -65,7 +65,7 @@ def test_a_wait_asks_again_when_the_store_does_not_answer(tmp_path: Path) -> Non
     does, instead of ending the run with a traceback."""
     import psycopg
 
-    from comparison.scenarios import Context
+    from comparison.context import Context
 
     answers: Iterator[Exception | bool] = iter(
         [psycopg.errors.ConnectionTimeout("connection timeout expired"), False, True]

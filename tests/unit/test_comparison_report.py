@@ -1,16 +1,24 @@
 """The comparison's report (comparison.report): every figure drawn from a realistic run, shown
 by a real browser (Debian's Chromium through Playwright) without a request or a console error;
-a run that measured nothing says so per figure; the JSON beside it reads back equal."""
+a run that measured nothing says so per figure; the JSON beside it reads back equal. Served
+over HTTP as a bucket serves it, every picture draws and every link leads somewhere: an anchor
+to a section of the page, the JSON to the run."""
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
 import random
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +41,8 @@ from comparison.figures import (
     Warmup,
     WrongAnswers,
 )
-from comparison.report import JSON_FILE, REPORT_FILE, _colour, render, write_report
+from comparison.report import JSON_FILE, REPORT_FILE, render, write_report
+from comparison.report.common import colour
 from core.catalog import VIEW_NAMES
 from tests.browser import chromium
 
@@ -689,7 +698,7 @@ def test_the_json_carries_both_joins_and_the_old_field(
     written: tuple[ComparisonRun, Path, Path],
 ) -> None:
     data = json.loads(written[2].read_text())
-    assert data["schema"] == 3
+    assert data["schema"] == 4
     compaction = data["compaction"]
     assert compaction["rows_differing"] == {"lambda": 0, "kappa": 14}  # schema 2's readers
     assert compaction["rows_differing_by_view"] == {
@@ -727,5 +736,137 @@ def test_the_report_lists_every_view_the_two_new_ones_included(
 
 
 def test_every_view_has_a_colour_of_its_own() -> None:
-    colours = [_colour(view, j) for j, view in enumerate(VIEWS)]
+    colours = [colour(view, j) for j, view in enumerate(VIEWS)]
     assert len(set(colours)) == len(VIEWS)
+
+
+# --- the verdict first, the steady state once caught up, the bug's own sequences ---------------
+
+
+def test_the_page_opens_with_the_verdict_then_the_contents_then_the_run() -> None:
+    page = render(synthetic_run())
+    order = ["<h1>", 'href="comparison.json"', 'id="verdict"', "<h2>Verdict</h2>", "<nav>",
+             "<h2>Workload</h2>", "<h2>Scenarios</h2>", 'id="fig-error"']  # fmt: skip
+    where = [page.index(marker) for marker in order]
+    assert where == sorted(where), dict(zip(order, where, strict=True))
+    verdict = page[page.index('id="verdict"') : page.index("<nav>")]
+    linked = set(re.findall(r'<a href="#([^"]+)">', verdict))
+    assert linked and linked <= set(FIGURE_IDS), linked
+    assert "fig-freshness" in linked
+
+
+def _steady_caught_up(at_s: float) -> ComparisonRun:
+    run = synthetic_run()
+    steady = replace(run.scenarios[0], caught_up_s=at_s)
+    return replace(run, scenarios=[steady, *run.scenarios[1:]])
+
+
+def test_the_steady_state_reads_in_flight_and_once_caught_up_apart() -> None:
+    run = _steady_caught_up(126.0)  # the first read after it is at 128 s, still steady
+    page = render(run)
+    error = section_html(page, "fig-error")
+    per_view = error[error.index("The steady state, per view") :]
+    assert "<th>lambda: mean share off, events in flight</th>" in per_view
+    assert "<th>kappa: rows off once caught up</th>" in per_view
+    first_read = {
+        arch: {s.view: s.rows_off for s in run.samples if s.t_s == 128 and s.architecture == arch}
+        for arch in ("lambda", "kappa")
+    }
+    assert sum(first_read["lambda"].values()) > 0 == sum(first_read["kappa"].values())
+    # page_views: lambda's share in flight, its end (t = 144), then its first read once caught up.
+    page_views = re.search(r"<tr><td>page_views</td>((?:<td>[^<]*</td>)+)</tr>", per_view)
+    assert page_views is not None
+    cells = re.findall(r"<td>([^<]*)</td>", page_views[1])
+    assert cells[2] == str(first_read["lambda"]["page_views"]) and cells[5] == "0"
+    how = _how(page, "fig-error")
+    assert "while the events produced were still in flight" in how
+    lambda_off = sum(first_read["lambda"].values())
+    assert (
+        "Both streams had caught up with every line produced at 126 s; at the first answered read "
+        f"after it, with nothing in flight, lambda was {lambda_off} rows off, kappa was exact:"
+    ) in how
+    # A run that did not record when its streams caught up shows neither.
+    page = render(synthetic_run())
+    assert "once caught up" not in section_html(page, "fig-error")
+    assert "events in flight" in section_html(page, "fig-error")
+
+
+def test_the_bug_and_fix_says_when_each_was_noticed_and_that_both_ran_at_once() -> None:
+    full = synthetic_run()
+    noticed = [replace(full.wrong_answers[0], noticed_s=12.0), full.wrong_answers[1]]
+    page = render(replace(full, wrong_answers=noticed))
+    rows = _table_rows(section_html(page, "fig-wrong-answers"))
+    assert "<td>100 s</td><td>12.0 s</td><td>70.0 s</td>" in rows  # served wrong, noticed, repair
+    assert "<td>70.0 s</td><td>\N{EN DASH}</td><td>55.0 s</td>" in rows
+    how = _how(page, "fig-wrong-answers")
+    assert "lambda served wrong answers for 100 s (noticed after 12.0 s)" in how
+    assert "kappa served wrong answers for 70.0 s (never noticed by a sample)" in how
+    assert (
+        "Each architecture's bug and fix ran as its own sequence (wrong version, noticed, fixed), "
+        "at the same time as the other's, on the same cores" in how
+    )
+    unnoticed = section_html(render(full), "fig-wrong-answers")
+    assert "noticed after" not in unnoticed and "the tick when" not in unnoticed
+
+
+# --- in a browser, served as a bucket serves it ------------------------------------------------
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """No line per request on the test's output."""
+
+
+@contextmanager
+def _served(folder: Path) -> Iterator[str]:
+    """`folder` over HTTP on a free local port, for the length of the block: its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+_LINKS_AND_IMAGES = """() => ({
+    images: [...document.images].map(i => [i.closest("section.figure")?.id ?? "",
+                                            i.complete ? i.naturalWidth : 0]),
+    anchors: [...document.querySelectorAll('a[href^="#"]')].map(
+        a => [a.getAttribute("href"), !!document.getElementById(a.hash.slice(1))]),
+    others: [...document.querySelectorAll('a[href]:not([href^="#"])')].map(a => a.href),
+})"""
+
+
+def test_every_picture_draws_and_every_link_leads_somewhere_in_a_browser(
+    written: tuple[ComparisonRun, Path, Path],
+) -> None:
+    run, page_path, _ = written
+    # From disk (file://): every link that is not an anchor names a file beside the page.
+    html_ = page_path.read_text()
+    beside = {h for h in re.findall(r'<a href="([^"#][^"]*)"', html_)}
+    assert beside == {JSON_FILE} and all((page_path.parent / h).is_file() for h in beside)
+    errors: list[str] = []
+    with _served(page_path.parent) as base, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(base + page_path.name, wait_until="load")
+        found: dict[str, Any] = page.evaluate(_LINKS_AND_IMAGES)
+        drawn = {fig_id: width for fig_id, width in found["images"]}
+        assert sorted(drawn) == sorted(FIGURE_IDS) and len(found["images"]) == len(FIGURE_IDS)
+        assert all(width > 0 for width in drawn.values()), drawn
+        # Each anchor (the contents, the verdict's questions) points at a section of the page.
+        targets = {href for href, _ in found["anchors"]}
+        assert {f"#{fig_id}" for fig_id in FIGURE_IDS} <= targets
+        assert [href for href, resolves in found["anchors"] if not resolves] == []
+        # The one other link is the JSON beside the page, the run's numbers as written.
+        assert found["others"] == [base + JSON_FILE]
+        response = page.request.get(found["others"][0])
+        assert response.status == 200
+        assert ComparisonRun.from_json(response.json()) == run
+        page.get_by_role("link", name=JSON_FILE).click()  # a reader following it gets it too
+        page.wait_for_url(base + JSON_FILE)
+    assert errors == []

@@ -1,18 +1,24 @@
 """The dashboard at `/`: its page and assets are served without a store, load nothing from
-another host, and stay out of the API's OpenAPI schema."""
+another host, and stay out of the API's OpenAPI schema; its table of the last comparison's
+verdict (`GET /v1/comparison`), in Chromium with the API's answers given by the test."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import urlsplit
 
+import pytest
 from fastapi.testclient import TestClient
 
 from core.catalog import VIEWS
 from core.settings import Settings
 from serving.api.routes.dashboard import DASHBOARD_DIR
 from serving.main import create_app
+from tests.browser import chromium
 
 
 class _Page(HTMLParser):
@@ -138,3 +144,133 @@ def test_the_script_shows_what_a_row_spans_and_assumes_no_time_fields() -> None:
     assert "config.views[view].window" in script
     # Every use of a view's time fields spreads them: none picks the first or second.
     assert "time_fields[" not in script and "time_fields.length" not in script
+
+
+# --- the last comparison's verdict ---------------------------------------------------------------
+
+ORIGIN = "http://dashboard.test"
+REPORT = "http://minio.test/lk-dq/comparison/20261124T153000Z/report.html"
+VERDICT = [
+    {
+        "question": "How fresh: produced → visible, p99",
+        "figure": "fig-freshness",
+        "lambda_figure": "5.6 s",
+        "kappa_figure": "4.4 s",
+        "ahead": "kappa",
+        "by": "1.3\N{MULTIPLICATION SIGN} fresher",
+    },
+    {
+        "question": "Late data repaired: rows still off after the batch",
+        "figure": "fig-late",
+        "lambda_figure": "0 rows, exact again at 300 s",
+        "kappa_figure": "35 rows, never repaired",
+        "ahead": "lambda",
+        "by": "35 rows fewer",
+    },
+    {
+        "question": "<b>escaped</b>",
+        "figure": "fig-code",
+        "lambda_figure": "<i>1</i>",
+        "kappa_figure": "\N{EN DASH}",
+        "ahead": "",
+        "by": "",
+    },
+]
+PUBLISHED = {
+    "report": REPORT,
+    "json": REPORT.replace("report.html", "comparison.json"),
+    "published_at": "2026-11-24T16:30:00+01:00",
+    "verdict": VERDICT,
+}
+NOTHING_YET = {"report": None, "json": None, "published_at": None, "verdict": None}
+EMPTY_VIEW = {
+    "rows": [],
+    "meta": {"architecture": "lambda", "view_version": None, "batch_cutoff": None,
+             "speed_watermark": None, "quarantined": 0, "late_dropped": 0, "next_cursor": None},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as chrome:
+        yield chrome
+
+
+def _open(browser: Any, comparison: dict[str, Any]) -> Any:
+    """The dashboard in a new page: the page and its assets from the app, `comparison` as
+    `GET /v1/comparison`'s answer, every view empty."""
+    client = _client()
+
+    def answer(route: Any) -> None:
+        path = urlsplit(route.request.url).path
+        if path == "/v1/comparison":
+            route.fulfill(status=200, json=comparison)
+        elif path.startswith("/v1/views/"):
+            route.fulfill(status=200, json=EMPTY_VIEW, headers={"ETag": '"e"'})
+        else:
+            served = client.get(path)
+            route.fulfill(
+                status=served.status_code, headers=dict(served.headers), body=served.content
+            )
+
+    page = browser.new_page()
+    page.route(f"{ORIGIN}/**", answer)
+    page.goto(f"{ORIGIN}/")
+    return page
+
+
+def test_the_page_has_a_table_for_the_last_comparison() -> None:
+    html = (DASHBOARD_DIR / "index.html").read_text()
+    script = (DASHBOARD_DIR / "dashboard.js").read_text()
+    assert 'id="comparison"' in html and "Lambda vs Kappa: last comparison" in html
+    assert 'fetch("v1/comparison"' in script
+    # The answer's text is shown as text, never parsed as HTML.
+    assert "innerHTML" not in script and "insertAdjacentHTML" not in script
+
+
+def test_the_verdict_shows_each_row_linked_to_its_figure_in_the_report(browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    page = _open(browser, PUBLISHED)
+    section = page.locator("#comparison")
+    rows = section.locator("tbody tr")
+    expect(rows).to_have_count(len(VERDICT))
+    expect(section.locator("thead th")).to_have_text(
+        ["question", "Lambda", "Kappa", "ahead", "by how much"]
+    )
+    for i, entry in enumerate(VERDICT):
+        cells = rows.nth(i).locator("td")
+        ahead = {"lambda": "Lambda", "kappa": "Kappa", "": "not measured"}[entry["ahead"]]
+        expect(cells).to_have_text(
+            [entry["question"], entry["lambda_figure"], entry["kappa_figure"], ahead, entry["by"]]
+        )
+        link = cells.first.locator("a")
+        expect(link).to_have_attribute("href", f"{REPORT}#{entry['figure']}")
+    # Text from the API stays text: no element was made of it.
+    assert section.locator("tbody b, tbody i").count() == 0
+    status = section.locator(".comparison-status")
+    expect(status).to_have_text(
+        "Published 2026-11-24 15:30:00 UTC: the report, its numbers (comparison.json)."
+    )
+    expect(status.get_by_role("link", name="the report")).to_have_attribute("href", REPORT)
+
+
+def test_before_the_first_run_the_page_says_so(browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    page = _open(browser, NOTHING_YET)
+    section = page.locator("#comparison")
+    expect(section.locator(".comparison-status")).to_have_text(
+        "No comparison published yet: lk compare (or lk demo) runs one."
+    )
+    expect(section.locator(".table-wrap")).to_be_hidden()
+
+
+def test_a_report_address_that_is_not_http_is_never_a_link(browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    page = _open(browser, {**PUBLISHED, "report": "javascript:alert(1)"})
+    section = page.locator("#comparison")
+    expect(section.locator("tbody tr")).to_have_count(len(VERDICT))
+    assert section.locator("tbody a").count() == 0
+    assert section.get_by_role("link", name="the report").count() == 0
