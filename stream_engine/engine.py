@@ -61,6 +61,7 @@ from stream_engine import metrics as stream_metrics
 from stream_engine.accepted_log import AcceptedLog
 from stream_engine.inbox import Inbox, PendingBatch, inbox_root
 from stream_engine.keyed_merge import KeyedMerge, PartialSeeds, SessionSeeds
+from stream_engine.log_bounds import StreamLogBounds
 from stream_engine.merge_thread import MergeThread
 from stream_engine.metrics import Stopwatch, StreamMetrics
 
@@ -190,8 +191,12 @@ class StreamEngine:
         self._failure: Exception | None = None
         self.inbox = Inbox(object_store(settings), inbox_root(spec.checkpoint))
         self._merges: MergeThread[PendingBatch] | None = None
-        self.metrics = StreamMetrics(spec.architecture, settings, spec.watermark_delay_ms)
-        self._log_bounds = self.metrics.bounds  # asked at every micro-batch (and by scrapes)
+        self._log_bounds = StreamLogBounds(settings)
+        """The data-loss check's, asked at every micro-batch (and by a scrape, for the metrics)."""
+        self.metrics = StreamMetrics(
+            spec.architecture, settings, spec.watermark_delay_ms, ask_log_end=self._log_bounds
+        )
+        self._log_bounds.observe_ends(self.metrics.freshness.observe)
         self._last_end: tuple[int, Offsets] | None = None
         """The last micro-batch and where it read up to (its checkpoint's offsets log, read
         once: the next micro-batch starts there)."""

@@ -10,11 +10,14 @@ stream shows them growing. A micro-batch pays a few dictionary updates and histo
 observations (microseconds, beside its 0.3 s and more); a scrape reads snapshots and, when no
 micro-batch asked for a while, the log's end (one round trip to Kafka).
 
-Freshness: record timestamps are event times (CONTRACT §4), not when a record reached the log,
-so the engine notes when it first saw each end offset of every partition of `events` (the
-log's bounds it asks at every micro-batch for its lost-records check, and at a scrape after
-``LOG_END_MAX_AGE_S`` without one). The oldest record readers do not see yet is the committed
-offset of a partition; it has been in the log at least since the first end seen beyond it.
+Freshness: a record's timestamp is its `received_ts` (CONTRACT §1), set by the producer, not
+when the record reached the log, so the metrics note when the engine first saw each end offset
+of every partition of `events`.
+They own no consumer: the engine's log bounds (``stream_engine.log_bounds``, which it asks at
+every micro-batch for its lost-records check) tell `Freshness.observe` each end they read, and
+a scrape after ``LOG_END_MAX_AGE_S`` without one asks them for a read (`ask_log_end`). The
+oldest record readers do not see yet is the committed offset of a partition; it has been in
+the log at least since the first end seen beyond it.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
@@ -30,7 +33,6 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from core.event_clock import EventClocks
-from core.kafka_io import LogBounds
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -164,49 +166,27 @@ class Freshness:
         return 0.0 if oldest is None else max(0.0, now - oldest)
 
 
-class ObservedLogBounds(LogBounds):
-    """The engine's consumer of the log's bounds, noting the ends of `events` it sees; shared
-    by the query's thread and a scrape (one call at a time). Closed when the engine's query
-    stops, it opens again only when the engine starts another (`reopen`): a scrape of a
-    stopped stream never leaves a consumer open."""
-
-    def __init__(self, settings: Settings, freshness: Freshness) -> None:
-        super().__init__(settings)
-        self._freshness = freshness
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def __call__(self, topic: str) -> dict[int, tuple[int, int]]:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("the stream's log consumer is closed")
-            bounds = super().__call__(topic)
-        if topic == self.settings.events_topic:
-            self._freshness.observe({p: high for p, (_, high) in bounds.items()}, time.time())
-        return bounds
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            super().close()
-
-    def reopen(self) -> None:
-        """A new query of the engine: its micro-batches ask the bounds again."""
-        with self._lock:
-            self._closed = False
-
-
 class StreamMetrics:
     """One stream engine's metrics, under its architecture's label; the engine started last
-    in a process is the one a scrape reads (`watch`)."""
+    in a process is the one a scrape reads (`watch`).
 
-    def __init__(self, architecture: str, settings: Settings, delay_ms: int) -> None:
+    `ask_log_end`: asks the engine's log bounds for a topic's (the ends reach `freshness`
+    through the engine's wiring, ``StreamLogBounds.observe_ends``); None: a scrape never asks
+    the log."""
+
+    def __init__(
+        self,
+        architecture: str,
+        settings: Settings,
+        delay_ms: int,
+        ask_log_end: Callable[[str], object] | None = None,
+    ) -> None:
         self.architecture = architecture
         self.events_topic = settings.events_topic
         self.profiles_topic = settings.profiles_topic
         self.delay_ms = delay_ms
         self.freshness = Freshness()
-        self.bounds = ObservedLogBounds(settings, self.freshness)
+        self._ask_log_end = ask_log_end
         self._stages = {s: MICRO_BATCH_SECONDS.labels(architecture, s) for s in STAGES}
         self._records = {
             t: RECORDS_IN.labels(architecture, t) for t in (self.events_topic, self.profiles_topic)
@@ -301,10 +281,10 @@ class StreamMetrics:
     def refresh_log_end(self, now: float) -> None:
         """Ask the log's end when no micro-batch has lately (best effort: a scrape answers)."""
         last = self.freshness.last_observed
-        if last is not None and now - last < LOG_END_MAX_AGE_S:
+        if self._ask_log_end is None or (last is not None and now - last < LOG_END_MAX_AGE_S):
             return
         try:
-            self.bounds(self.events_topic)
+            self._ask_log_end(self.events_topic)
         except Exception:  # Kafka away, or the stream stopped: keep the ends last seen
             return
 

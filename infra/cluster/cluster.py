@@ -33,17 +33,18 @@ from infra.cluster import (
     provisioner,
 )
 from infra.cluster.components import (
-    ApiRelay,
+    API_RELAY,
+    CONTAINERD,
+    COREDNS,
+    ETCD,
+    KUBE_APISERVER,
+    KUBE_CONTROLLER_MANAGER,
+    KUBE_PROXY,
+    KUBE_SCHEDULER,
+    KUBELET,
+    VOLUME_PROVISIONER,
     Component,
-    Containerd,
-    CoreDNS,
-    Etcd,
-    KubeApiserver,
-    KubeControllerManager,
-    Kubelet,
-    KubeProxy,
-    KubeScheduler,
-    VolumeProvisioner,
+    Spec,
     components,
 )
 from infra.stack.process import StackError, pid_alive, wait_until
@@ -215,22 +216,21 @@ def up(settings: Settings, progress: Progress = print) -> None:
     if network.create_netns(settings):
         node_ip = settings.cluster_node_ip
         progress(f"{'network namespace':<24} {settings.cluster_netns} created (node IP {node_ip})")
-    by_type: dict[type[Component], Component] = {type(c): c for c in components(settings)}
+    by_spec: dict[Spec, Component] = {c.spec: c for c in components(settings)}
     # etcd, the control plane, and the API relay for the host
-    kind: type[Component]
-    for kind in (ApiRelay, Etcd, KubeApiserver):
-        _run_component(by_type[kind], progress)
+    for spec in (API_RELAY, ETCD, KUBE_APISERVER):
+        _run_component(by_spec[spec], progress)
     apply_bootstrap(settings)
-    for kind in (KubeControllerManager, KubeScheduler, VolumeProvisioner, Containerd):
-        _run_component(by_type[kind], progress)
+    for spec in (KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, VOLUME_PROVISIONER, CONTAINERD):
+        _run_component(by_spec[spec], progress)
     imported = import_node_images(settings)
     if imported:
         progress(f"images imported into containerd: {', '.join(imported)}")
     # the worker
-    for kind in (Kubelet, KubeProxy, CoreDNS):
-        _run_component(by_type[kind], progress)
+    for spec in (KUBELET, KUBE_PROXY, COREDNS):
+        _run_component(by_spec[spec], progress)
     if not wait_until(lambda: api.node_ready(settings), settings.cluster_startup_timeout_s, 0.5):
-        kubelet = by_type[Kubelet].process
+        kubelet = by_spec[KUBELET].process
         raise StackError(
             f"node {settings.cluster_node_name} did not become Ready (log {kubelet.log_file}): "
             f"{kubelet.log_tail(1) or 'no log output'}"
@@ -318,8 +318,8 @@ def _remove_pod_leftovers(settings: Settings, container_ids: list[str]) -> None:
 def down(settings: Settings, progress: Progress = print) -> None:
     claim(settings)
     comps = components(settings)
-    by_type = {type(c): c for c in comps}
-    kubelet, containerd = by_type[Kubelet], by_type[Containerd]
+    by_spec = {c.spec: c for c in comps}
+    kubelet, containerd = by_spec[KUBELET], by_spec[CONTAINERD]
     if kubelet.stop():
         progress("kubelet                  stopped")
     removed: list[str] = []
@@ -328,7 +328,7 @@ def down(settings: Settings, progress: Progress = print) -> None:
         if removed:
             progress(f"containers removed       {len(removed)}")
     for component in reversed(comps):
-        if isinstance(component, Kubelet):
+        if component is kubelet:
             continue
         if component.stop():
             progress(f"{component.name:<24} stopped")

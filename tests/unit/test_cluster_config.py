@@ -12,10 +12,11 @@ from core.settings import Settings
 from infra.cluster import configs, kubeconfigs, paths
 from infra.cluster.cluster import bootstrap_objects
 from infra.cluster.components import (
-    ApiRelay,
-    KubeApiserver,
-    Kubelet,
-    VolumeProvisioner,
+    API_RELAY,
+    KUBE_APISERVER,
+    KUBELET,
+    VOLUME_PROVISIONER,
+    Component,
     components,
 )
 
@@ -100,10 +101,10 @@ def test_corefile_serves_the_cluster_zone_without_forwarding(settings: Settings)
 def test_every_component_but_the_host_helpers_runs_inside_the_netns(settings: Settings) -> None:
     for component in components(settings):
         argv = component.argv()
-        if isinstance(component, ApiRelay):
+        if component.spec is API_RELAY:
             assert argv[1:3] == ["-m", "infra.cluster.relay"]
             assert "--listen=127.0.0.1:16443" in argv
-        elif isinstance(component, VolumeProvisioner):
+        elif component.spec is VOLUME_PROVISIONER:
             assert argv[1:3] == ["-m", "infra.cluster.provisioner"]
         else:
             # nsenter (same mount namespace), never `ip netns exec` (a new one)
@@ -111,7 +112,7 @@ def test_every_component_but_the_host_helpers_runs_inside_the_netns(settings: Se
 
 
 def test_apiserver_flags(settings: Settings) -> None:
-    flags = KubeApiserver(settings).flags()
+    flags = Component(KUBE_APISERVER, settings).flags()
     assert "--advertise-address=10.200.0.1" in flags
     assert "--bind-address=0.0.0.0" in flags
     assert "--service-cluster-ip-range=10.96.0.0/16" in flags
@@ -121,7 +122,7 @@ def test_apiserver_flags(settings: Settings) -> None:
 
 
 def test_kubelet_flags(settings: Settings) -> None:
-    flags = Kubelet(settings).flags()
+    flags = Component(KUBELET, settings).flags()
     assert f"--root-dir={paths.kubelet_dir(settings)}" in flags  # not /var/lib/kubelet
     assert "--node-ip=10.200.0.1" in flags
     assert "--hostname-override=lk-node" in flags

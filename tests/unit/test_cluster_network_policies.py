@@ -9,7 +9,7 @@ import pytest
 
 from core.settings import Settings
 from infra.cluster import build, network_policies, paths
-from infra.cluster.components import Etcd
+from infra.cluster.components import ETCD, Component, etcd_version_file
 from infra.stack.process import StackError
 
 # The two places of kube-network-policies v0.8.0's controller.go that state the queue.
@@ -72,15 +72,15 @@ def test_etcd_builds_the_server_and_its_siblings_at_one_release(settings: Settin
     go_mod = build.etcd_go_mod("v3.6.16")
     for module in ("server/v3", "api/v3", "client/pkg/v3", "client/v3", "pkg/v3"):
         assert f"go.etcd.io/etcd/{module} v3.6.16" in go_mod
-    assert Etcd(settings).binary() == paths.tools_bin_dir(settings) / "etcd"
+    assert Component(ETCD, settings).binary() == paths.tools_bin_dir(settings) / "etcd"
 
 
 def test_etcd_refuses_data_an_older_minor_version_wrote(settings: Settings) -> None:
     data = paths.etcd_dir(settings)
     (data / "member").mkdir(parents=True)  # data of a cluster before the version record: 3.4
     with pytest.raises(StackError, match=r"etcd 3\.4.*lk cluster reset"):
-        Etcd(settings).start()
-    etcd = Etcd(settings)
-    etcd.version_file.write_text("3.5\n")
+        Component(ETCD, settings).start()
+    etcd = Component(ETCD, settings)
+    etcd_version_file(settings).write_text("3.5\n")
     with pytest.raises(StackError, match=r"etcd 3\.5"):
         etcd.start()

@@ -15,7 +15,8 @@ from batch_layer import metrics as archiver_metrics
 from core import metrics_server
 from core.event_clock import EventClocks
 from core.settings import Settings
-from stream_engine import metrics
+from stream_engine import log_bounds, metrics
+from stream_engine.log_bounds import StreamLogBounds
 from stream_engine.metrics import Freshness, Stopwatch, StreamMetrics
 
 SETTINGS = Settings(events_topic="ev-test", profiles_topic="pr-test")
@@ -127,7 +128,6 @@ class TestStreamMetrics:
         assert stream.state_rows() == {"page_views": 17, "search_ctr": 2, "segment_totals": 5}
 
     def test_a_scrape_gives_each_partitions_watermark_its_lag_and_freshness(self) -> None:
-        stream = StreamMetrics("unit-c", SETTINGS, delay_ms=60_000)
         asked: list[str] = []
 
         def bounds(topic: str) -> dict[int, tuple[int, int]]:  # the log's end, at a scrape
@@ -135,7 +135,7 @@ class TestStreamMetrics:
             stream.freshness.observe({0: 9, 1: 3}, at=1.0)  # long ago: offsets 4-8 waiting
             return {0: (0, 9), 1: (0, 3)}
 
-        stream.bounds = bounds  # type: ignore[assignment]
+        stream = StreamMetrics("unit-c", SETTINGS, delay_ms=60_000, ask_log_end=bounds)
         _committed(stream, 0)
         stream.count_state({"page_views": 2})
         metrics.watch(stream)
@@ -166,9 +166,8 @@ class TestStreamMetrics:
         assert rows == [("page_views", 2)]
 
     def test_a_scrape_does_not_ask_the_log_while_micro_batches_do(self) -> None:
-        stream = StreamMetrics("unit-d", SETTINGS, delay_ms=0)
         asked: list[str] = []
-        stream.bounds = lambda topic: asked.append(topic) or {}  # type: ignore[assignment,func-returns-value]
+        stream = StreamMetrics("unit-d", SETTINGS, delay_ms=0, ask_log_end=asked.append)
         stream.freshness.observe({0: 1}, at=100.0)
         stream.refresh_log_end(now=100.0 + metrics.LOG_END_MAX_AGE_S - 1)
         assert asked == []
@@ -176,22 +175,38 @@ class TestStreamMetrics:
         assert asked == ["ev-test"]
 
     def test_a_scrape_survives_an_unreachable_log(self) -> None:
-        stream = StreamMetrics("unit-e", SETTINGS, delay_ms=0)
-        stream.bounds.close()  # as after the stream stopped: never reopened
+        stream, bounds = _fed_by_log_bounds("unit-e")
+        bounds.close()  # as after the stream stopped: never reopened
         stream.refresh_log_end(now=1e9)
         assert stream.freshness.last_observed is None
 
-    def test_the_bounds_note_the_end_of_events_only(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        stream = StreamMetrics("unit-f", SETTINGS, delay_ms=0)
-        ends = {"ev-test": {0: (0, 5)}, "pr-test": {0: (0, 50)}}
-        monkeypatch.setattr(metrics.LogBounds, "__call__", lambda self, topic: ends[topic])
-        assert stream.bounds("pr-test") == {0: (0, 50)}
+    def test_a_stream_not_given_the_log_never_asks_it(self) -> None:
+        stream = StreamMetrics("unit-h", SETTINGS, delay_ms=0)
+        stream.refresh_log_end(now=1e9)  # no consumer of its own to ask
         assert stream.freshness.last_observed is None
-        assert stream.bounds("ev-test") == {0: (0, 5)}
+        assert stream.freshness.seconds(1e9) == 0.0
+
+    def test_the_bounds_note_the_end_of_events_only(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        stream, bounds = _fed_by_log_bounds("unit-f")
+        ends = {"ev-test": {0: (0, 5)}, "pr-test": {0: (0, 50)}}
+        monkeypatch.setattr(log_bounds.LogBounds, "__call__", lambda self, topic: ends[topic])
+        assert bounds("pr-test") == {0: (0, 50)}
+        assert stream.freshness.last_observed is None
+        assert bounds("ev-test") == {0: (0, 5)}
         assert stream.freshness.last_observed is not None
-        stream.bounds.close()
+        assert stream.freshness.seconds(1e12) > 0  # offsets 0-4 waiting, none committed
+        bounds.close()
         with pytest.raises(RuntimeError, match="closed"):
-            stream.bounds("ev-test")
+            bounds("ev-test")
+
+
+def _fed_by_log_bounds(architecture: str) -> tuple[StreamMetrics, StreamLogBounds]:
+    """A stream's metrics and log bounds wired as the engine wires them: the metrics ask the
+    bounds at a scrape, the bounds tell the metrics' freshness each end they read."""
+    bounds = StreamLogBounds(SETTINGS)
+    stream = StreamMetrics(architecture, SETTINGS, delay_ms=0, ask_log_end=bounds)
+    bounds.observe_ends(stream.freshness.observe)
+    return stream, bounds
 
 
 def test_hand_offs_are_counted_per_architecture() -> None:
