@@ -16,6 +16,26 @@ SESSION_GAP_MS = 30 * MINUTE_MS
 CLICK_WINDOW_MS = 30 * MINUTE_MS
 """A click counts for a search when click event_ts is in [search event_ts, + this] (closed)."""
 
+PATTERN_WINDOW_MS = 60 * MINUTE_MS
+"""search_conversions: an order completes a search's pattern when its event_ts is at most this
+after the search's (closed), and at or after the click's; a pattern's facts leave the state
+once this bound is behind their partition's watermark."""
+
+MATCH_COLUMNS = (
+    "query",
+    "window_start",
+    "window_end",
+    "search_id",
+    "user_id",
+    "search_ts",
+    "click_id",
+    "click_ts",
+    "order_id",
+    "order_ts",
+)
+"""A search_conversions match (CONTRACT section 5), as served: the search's query and window,
+then the three events of the pattern; sorted by query, window and search id."""
+
 UNKNOWN_SEGMENT = "unknown"
 """Segment of an order whose user has no profile, or a tombstone, as of the order's event_ts."""
 
