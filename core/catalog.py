@@ -1,4 +1,4 @@
-"""The seven views of CONTRACT section 3: names, columns and the constants of their semantics.
+"""The eight views of CONTRACT section 3: names, columns and the constants of their semantics.
 
 Every layer (oracle, batch, speed, stream, serving) takes view names, column order and the
 window sizes from here, so they cannot drift apart.
@@ -94,6 +94,13 @@ VIEWS: dict[str, ViewSpec] = {
             hop_ms=MINUTE_MS,
         ),
         ViewSpec("segment_totals", ("segment",), (), ("users", "revenue_cents"), None),
+        ViewSpec(
+            "search_conversions",
+            ("query",),
+            WINDOW_FIELDS,
+            ("searches", "clicked", "converted", "conversion_rate"),
+            HOUR_MS,
+        ),
     )
 }
 

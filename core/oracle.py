@@ -1,4 +1,4 @@
-"""Reference oracle: the seven views of CONTRACT section 3, computed the obvious way.
+"""Reference oracle: the eight views of CONTRACT section 3, computed the obvious way.
 
 This is the ground truth every architecture is checked against, so it favours being plainly
 correct over being fast, and shares nothing with the Spark code but the event model
@@ -63,7 +63,7 @@ def _window(start: int, size_ms: int) -> Row:
     return {"window_start": iso(start), "window_end": iso(start + size_ms)}
 
 
-# --- the seven views, each a pure function of the deduplicated events --------------------------
+# --- the eight views, each a pure function of the deduplicated events --------------------------
 
 
 def page_views(events: Iterable[Event]) -> list[Row]:
@@ -344,7 +344,7 @@ def compute_views(
     *,
     keep: Callable[[Event], bool] | None = None,
 ) -> OracleResult:
-    """All seven views from raw event values and profile changes, both in log order."""
+    """All eight views from raw event values and profile changes, both in log order."""
     rejected: Counter[str] = Counter()
     seen: set[str] = set()
     duplicates = 0
@@ -369,6 +369,7 @@ def compute_views(
         "sessions": sessions(kept),
         "page_views_hopping": page_views_hopping(kept),
         "segment_totals": segment_totals(kept, profiles),
+        "search_conversions": search_conversions(kept),
     }
     assert tuple(views) == VIEW_NAMES, "every catalogued view is computed, in catalogue order"
     return OracleResult(

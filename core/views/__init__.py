@@ -1,4 +1,4 @@
-"""The business logic of the seven views, once, as mergeable partial aggregates.
+"""The business logic of the eight views, once, as mergeable partial aggregates.
 
 Each view is a ``core.views.partials.PartialAggregate`` (``PARTIALS``), written as Ibis
 expressions and compiled for each engine (``core.views.query``): the batch layer computes
@@ -16,6 +16,7 @@ from core.catalog import VIEW_NAMES, VIEWS
 from core.views import page_views as _page_views
 from core.views import page_views_hopping as _page_views_hopping
 from core.views import revenue_by_segment as _revenue
+from core.views import search_conversions as _search_conversions
 from core.views import search_ctr as _search_ctr
 from core.views import segment_totals as _segment_totals
 from core.views import sessions as _sessions
@@ -37,6 +38,7 @@ PARTIALS: Final[dict[str, PartialAggregate]] = {
         _sessions,
         _page_views_hopping,
         _segment_totals,
+        _search_conversions,
     )
 }
 """View name -> its partial aggregate, in catalogue order."""

@@ -72,6 +72,13 @@ class PartialAggregate:
     """Additive views: summed counters per ``total_key`` -> the view's rows."""
     merge_rows: Callable[[ir.Table], ir.Table] | None = None
     """Non-additive views: a union of partial rows -> merged partial rows (several per key)."""
+    matches: Callable[[ir.Table], ir.Table] | None = None
+    """A pattern's view: partial rows -> its complex events (``core.catalog.MATCH_COLUMNS``),
+    each a function of its key's row alone, so a stream replaces the touched keys' matches."""
+    expire: Callable[[ir.Table, ir.Table], ir.Table] | None = None
+    """A state bounded by the watermark: (partial, watermarks per partition) -> the partial
+    without the facts no later event can still change (``tables.WATERMARKS``). Applied to the
+    state a stream writes back only: the expired facts' contributions are final."""
 
     @property
     def additive(self) -> bool:
@@ -194,6 +201,23 @@ class PartialAggregate:
         totals = tables.table("totals", self.totals_schema)
         delta = tables.table("delta", self.totals_schema)
         return Query(f"{self.view}.add_totals", self.add_totals(totals, delta))
+
+    @cached_property
+    def matches_query(self) -> Query | None:
+        """``in_partial`` -> its complex events, or None for a view with none."""
+        if self.matches is None:
+            return None
+        return Query(f"{self.view}.matches", self.matches(tables.table("partial", self.schema)))
+
+    @cached_property
+    def expire_query(self) -> Query | None:
+        """``in_partial``, ``in_watermarks`` -> the partial left once the watermarks passed,
+        or None for a view whose state is not bounded so."""
+        if self.expire is None:
+            return None
+        partial = tables.table("partial", self.schema)
+        watermarks = tables.table("watermarks", tables.WATERMARKS)
+        return Query(f"{self.view}.expire", self.expire(partial, watermarks).cast(self.schema))
 
     @cached_property
     def finish_totals_query(self) -> Query:

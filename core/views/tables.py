@@ -42,6 +42,10 @@ PROFILES: Final = ibis.schema(
 )
 """Profile versions and tombstones with their log position (``core.ingestion.parse_profiles``)."""
 
+WATERMARKS: Final = ibis.schema({"partition": "int32", "watermark_ms": "int64"})
+"""Per partition of ``events``, the event time before which an event is late
+(``core.event_clock.EventClocks.threshold``): what bounds a pattern's state."""
+
 VIEW_INPUT_COLUMNS: Final[tuple[str, ...]] = tuple(EVENTS.names)
 """The event columns a path hands to the views (it selects these first)."""
 

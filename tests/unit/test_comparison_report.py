@@ -713,12 +713,12 @@ def test_the_report_lists_every_view_the_two_new_ones_included(
     written: tuple[ComparisonRun, Path, Path],
 ) -> None:
     page = written[1].read_text()
-    assert len(VIEWS) == 7
+    assert len(VIEWS) == 8
     assert {"page_views_hopping", "segment_totals"} <= set(VIEWS)
     # Steady state: every view's line, and a row per view in its table.
     how = _how(page, "fig-error")
-    assert "(7 views: " + ", ".join(VIEWS) + ")" in how
-    assert "The second table splits the steady state by view, all 7 of them" in how
+    assert "(8 views: " + ", ".join(VIEWS) + ")" in how
+    assert "The second table splits the steady state by view, all 8 of them" in how
     error = section_html(page, "fig-error")
     per_view = error[error.index("The steady state, per view") :]
     for view in VIEWS:
@@ -729,7 +729,7 @@ def test_the_report_lists_every_view_the_two_new_ones_included(
     assert "<td>page_views_hopping</td><td>20</td><td>0</td><td>20</td><td>20</td>" in per_view
     assert "<td>segment_totals</td><td>2</td><td>0</td><td>2</td><td>2</td>" in per_view
     how = _how(page, "fig-late")
-    assert "lambda was exact in all 7 views" in how
+    assert "lambda was exact in all 8 views" in how
     assert "kappa was off in page_views (4 rows), unique_users (1 row), revenue_by_segment" in how
     assert "page_views_hopping (20 rows), segment_totals (2 rows)" in how
     assert "missing from each of the ten overlapping 10-minute windows" in how

@@ -118,6 +118,7 @@ def test_the_page_lists_every_view_with_what_a_row_spans() -> None:
         "sessions",
         "page_views_hopping",
         "segment_totals",
+        "search_conversions",
     ]
     # The current state has no time fields: its table is its key and values alone.
     assert views["segment_totals"] == {

@@ -49,15 +49,22 @@ from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from core.catalog import CLICK_WINDOW_MS, SESSION_GAP_MS, VIEW_NAMES, VIEWS
+from core.catalog import (
+    CLICK_WINDOW_MS,
+    MATCH_COLUMNS,
+    PATTERN_WINDOW_MS,
+    SESSION_GAP_MS,
+    VIEW_NAMES,
+    VIEWS,
+)
 from core.events import Event, ProfileChange, Rejected, parse_event, parse_profile_line
 from core.oracle import compute_views, load_jsonl_values
-from core.times import HOUR_MS, MINUTE_MS
+from core.times import HOUR_MS, MINUTE_MS, iso
 from core.views import PARTIALS
 from core.views.partials import ROWS, PartialAggregate
 from core.views.query import Query, on_duckdb, on_spark
 from core.views.sessions import reach
-from core.views.tables import EVENTS, PROFILES
+from core.views.tables import EVENTS, PROFILES, WATERMARKS
 from core.workload import DEFAULT_START_MS
 from tests.unit.test_spark_parsing import generated
 from tests.unit.test_spark_views import at, duckdb_rows, event, profile
@@ -152,6 +159,8 @@ EDGE_OFFSETS = (
     HOUR_MS - 1,
     HOUR_MS,
     HOUR_MS + CLICK_WINDOW_MS,
+    PATTERN_WINDOW_MS - 1,
+    PATTERN_WINDOW_MS + 1,
 )
 USERS = ("u-1", "u-2", "u-3")
 
@@ -163,6 +172,20 @@ click_delays = st.one_of(
     st.sampled_from((0, 1, -1, CLICK_WINDOW_MS - 1, CLICK_WINDOW_MS, CLICK_WINDOW_MS + 1)),
     st.integers(-HOUR_MS, 2 * HOUR_MS),
 )
+order_delays = st.one_of(
+    st.sampled_from(
+        (
+            ("click", 0),
+            ("click", -1),
+            ("click", 1),
+            ("search", PATTERN_WINDOW_MS),
+            ("search", PATTERN_WINDOW_MS + 1),
+            ("search", PATTERN_WINDOW_MS - 1),
+        )
+    ),
+    st.tuples(st.just("search"), st.integers(-HOUR_MS, 2 * HOUR_MS)),
+)
+"""An order's time: from its pattern's first click or from the search, often on a bound."""
 session_gaps = st.one_of(
     st.sampled_from((0, 1, SESSION_GAP_MS - 1, SESSION_GAP_MS, SESSION_GAP_MS + 1)),
     st.integers(0, HOUR_MS),
@@ -203,8 +226,40 @@ def boundary_workloads(draw: st.DrawFn) -> Workload:
     def order(user: str, ts: int) -> None:
         emit("order", user, ts, amount_cents=draw(st.sampled_from((0, 1, 250, 10_000))))
 
+    def pattern(user: str, ts: int) -> None:
+        """A search, drawn clicks on it, then drawn orders by the user (search_conversions):
+        orders at the first click's very ms, a ms before it, at the 60-minute bound and
+        past it."""
+        delays = draw(st.lists(click_delays, min_size=1, max_size=2), label="pattern clicks")
+        search(user, ts, delays)
+        for base, delay in draw(st.lists(order_delays, min_size=1, max_size=3), label="orders"):
+            order(user, (ts + delays[0] if base == "click" else ts) + delay)
+
     search(draw(users), draw(moments), [CLICK_WINDOW_MS])
     search(draw(users), draw(moments), [CLICK_WINDOW_MS + 1])
+
+    def fixed(user: str, ts: int, click: int, orders: Sequence[int]) -> None:
+        """A search, one click `click` after it, orders at `orders` after it, all by a user
+        of their own (no other pattern's order can take part)."""
+        search(user, ts, [click])
+        for delay in orders:
+            order(user, ts + delay)
+
+    # search_conversions' bounds: a click exactly 30 min and an order exactly 60 min after the
+    # search (converted); an order 60 min + 1 ms after, or 1 ms before the click (not); an
+    # order at the click's very ms (converted).
+    fixed("u-b1", draw(moments), CLICK_WINDOW_MS, [PATTERN_WINDOW_MS])
+    fixed("u-b2", draw(moments), 10 * MINUTE_MS, [PATTERN_WINDOW_MS + 1, 10 * MINUTE_MS - 1])
+    fixed("u-b3", draw(moments), 10 * MINUTE_MS, [10 * MINUTE_MS])
+    # Two clicks and two orders at the same ms: the match takes the earlier in the log.
+    search("u-b5", BASE, [5 * MINUTE_MS, 5 * MINUTE_MS])
+    order("u-b5", BASE + 20 * MINUTE_MS)
+    order("u-b5", BASE + 20 * MINUTE_MS)
+    # Across an hour edge (where Lambda's cutoff falls): the search before it, then the click
+    # or the order after it.
+    edge = BASE + HOUR_MS - draw(st.sampled_from((1, 20 * MINUTE_MS)))
+    fixed("u-b4", edge, 15 * MINUTE_MS, [30 * MINUTE_MS])
+    pattern(draw(users), BASE + HOUR_MS - draw(st.sampled_from((1, MINUTE_MS, 20 * MINUTE_MS))))
     run(draw(users), draw(moments), [SESSION_GAP_MS, SESSION_GAP_MS + 1])
     buyer, tie, deleted = draw(users), draw(moments), draw(moments)
     order(buyer, tie)
@@ -215,7 +270,9 @@ def boundary_workloads(draw: st.DrawFn) -> Workload:
         profile(buyer, deleted, None),
     ]
 
-    kinds = st.sampled_from(("page_view", "search", "order", "run", "stray_click"))
+    kinds = st.sampled_from(
+        ("page_view", "search", "order", "run", "stray_click", "pattern", "other_users_click")
+    )
     for kind in draw(st.lists(kinds, max_size=6), label="extras"):
         user, ts = draw(users), draw(moments)
         if kind == "page_view":
@@ -226,6 +283,14 @@ def boundary_workloads(draw: st.DrawFn) -> Workload:
             order(user, ts)
         elif kind == "run":
             run(user, ts, draw(st.lists(session_gaps, min_size=1, max_size=4)))
+        elif kind == "pattern":
+            pattern(user, ts)
+        elif kind == "other_users_click":  # search_ctr counts it, search_conversions not
+            search_id = emit("search", user, ts, query="q")
+            other = draw(st.sampled_from([u for u in USERS if u != user]))
+            emit("click", other, ts + 1, page="/p", search_id=search_id)
+            order(other, ts + 2)
+            order(user, ts + 3)
         else:  # a click on a search that never came
             emit("click", user, ts, page="/p", search_id="s-missing")
     lines = draw(st.permutations(lines), label="log order")
@@ -259,7 +324,17 @@ class Split:
     profiles: tuple[int, ...]
 
 
-EVENT_SPLITS = ("time", "log", "user", "searches_clicks", "alternate", "random")
+EVENT_SPLITS = (
+    "time",
+    "log",
+    "user",
+    "searches_clicks",
+    "clicks_orders",
+    "pattern_steps",
+    "cutoff",
+    "alternate",
+    "random",
+)
 PROFILE_SPLITS = ("time", "log", "user", "away_from_orders", "one", "random")
 
 
@@ -280,6 +355,8 @@ def _cut_candidates(ts: int) -> list[int]:
         hour + HOUR_MS,
         ts + CLICK_WINDOW_MS,
         ts + CLICK_WINDOW_MS + 1,
+        ts + PATTERN_WINDOW_MS,
+        ts + PATTERN_WINDOW_MS + 1,
         ts - SESSION_GAP_MS,
     ]
 
@@ -325,6 +402,28 @@ def draw_split(data: st.DataObject, workload: Workload, parts: int) -> Split:
                 event_parts[e.event_id] = (searches + 1 + rnd.randrange(parts - 1)) % parts
             else:
                 event_parts[e.event_id] = rnd.randrange(parts)
+    elif how == "clicks_orders":  # every order in another part than the clicks
+        clicks = rnd.randrange(parts)
+        for _, e in events:
+            if e.type == "click":
+                event_parts[e.event_id] = clicks
+            elif e.type == "order":
+                event_parts[e.event_id] = (clicks + 1 + rnd.randrange(parts - 1)) % parts
+            else:
+                event_parts[e.event_id] = rnd.randrange(parts)
+    elif how == "pattern_steps":  # search, click, order: each step in the next part
+        first = rnd.randrange(parts)
+        step = {"search": 0, "click": 1, "order": 2}
+        for _, e in events:
+            event_parts[e.event_id] = (first + step.get(e.type, rnd.randrange(3))) % parts
+    elif how == "cutoff":  # Lambda's: everything before an hour edge, then what follows
+        edges = sorted(
+            {t - t % HOUR_MS + HOUR_MS for t in times if t - t % HOUR_MS + HOUR_MS <= max(times)}
+        )
+        cuts = sorted(
+            data.draw(st.sampled_from(edges or [BASE]), "cutoff") for _ in range(parts - 1)
+        )
+        event_parts = {e.event_id: bisect.bisect_right(cuts, e.event_ts) for _, e in events}
     elif how == "alternate":  # each user's events, in time order, to parts in turn
         turn = {user: rnd.randrange(parts) for user in users}
         for _, e in sorted(events, key=lambda ie: (ie[1].event_ts, ie[0])):
@@ -467,6 +566,23 @@ class Engine:
         kept = totals.filter(pc.greater(totals.column(ROWS), 0))
         return self.run(aggregate.finish_totals_query, in_totals=kept)
 
+    def matches(self, aggregate: PartialAggregate, partial: pa.Table) -> list[Row]:
+        """A pattern view's matches as the oracle gives them."""
+        assert aggregate.matches_query is not None
+        return match_rows(self.run(aggregate.matches_query, in_partial=partial))
+
+    def streamed_matches(
+        self, aggregate: PartialAggregate, emitted: list[Row], state: pa.Table, b: pa.Table
+    ) -> list[Row]:
+        """The matches a stream holds after `emitted` (those of its earlier batches), its state
+        `state`, and the new events' partial `b`: the touched keys' matches in ``before``
+        replaced by those of ``after`` (an expired search's match is in neither: it stays)."""
+        before = state.filter(_touched(aggregate, state, b))
+        after = self.merge(aggregate, before, b)
+        replaced = {m["search_id"] for m in self.matches(aggregate, before)}
+        kept = [m for m in emitted if m["search_id"] not in replaced]
+        return sorted([*kept, *self.matches(aggregate, after)], key=_match_key)
+
     def stored(self, aggregate: PartialAggregate, a: pa.Table, b: pa.Table) -> pa.Table:
         """The state as a stream leaves it after state ``a`` and the new events' partial
         ``b``: ``a`` with the rows the stream writes back (``changed_query``) upserted by key."""
@@ -507,6 +623,28 @@ def _sort_key(name: str) -> Any:
     return lambda row: tuple(row[c] for c in columns)
 
 
+MATCH_TIMES = ("window_start", "window_end", "search_ts", "click_ts", "order_ts")
+
+
+def _match_key(row: Row) -> tuple[str, str, str]:
+    return (row["query"], row["window_start"], row["search_id"])
+
+
+def match_rows(table: pa.Table) -> list[Row]:
+    """Matches from DuckDB (times in epoch ms) as the oracle gives them."""
+    assert tuple(table.column_names) == MATCH_COLUMNS
+    rows = [
+        {c: iso(r[c]) if c in MATCH_TIMES else r[c] for c in MATCH_COLUMNS}
+        for r in table.to_pylist()
+    ]
+    return sorted(rows, key=_match_key)
+
+
+def oracle_matches(workload: Workload, keep: Any = None) -> list[Row]:
+    result = compute_views(workload.events, workload.profile_changes(), keep=keep)
+    return sorted(result.matches, key=_match_key)
+
+
 def oracle_rows(workload: Workload) -> dict[str, list[Row]]:
     views = compute_views(workload.events, workload.profile_changes()).views
     return {name: sorted(rows, key=_sort_key(name)) for name, rows in views.items()}
@@ -531,6 +669,13 @@ def check_two_way(engine: Engine, workload: Workload, split: Split) -> None:
         if aggregate.additive:  # what the stream keeps is the whole partial: a next batch
             stored = duckdb_rows(engine.finish(aggregate, engine.stored(aggregate, a, b)), name)
             assert stored == whole, f"{name}: the state written back misses a change"
+        if aggregate.matches_query is not None:  # the complex events, by the same laws
+            matches = engine.matches(aggregate, engine.partial(aggregate, inputs))
+            assert matches == oracle_matches(workload), f"{name}: matches are not the oracle's"
+            merged_matches = engine.matches(aggregate, engine.merge(aggregate, a, b))
+            assert merged_matches == matches, f"{name}: matches of merge(A, B) != of A + B"
+            streamed = engine.streamed_matches(aggregate, engine.matches(aggregate, a), a, b)
+            assert streamed == matches, f"{name}: the stream's matches differ"
 
 
 @settings(LAW_SETTINGS, max_examples=25)
@@ -571,6 +716,96 @@ def test_merge_order_does_not_matter(
         for order, partial in zip(orders, merged, strict=True):
             got = duckdb_rows(engine.finish(aggregate, partial), name)
             assert got == expected[name], f"{name}: merged as {order}"
+
+
+@settings(LAW_SETTINGS, max_examples=30)
+@given(
+    workload=st.one_of(generated_workloads(), boundary_workloads()),
+    data=st.data(),
+    delay=st.sampled_from((0, MINUTE_MS, 10 * MINUTE_MS, 30 * MINUTE_MS)),
+)
+def test_state_expired_behind_the_watermark_changes_no_row_and_no_match(
+    engine: Engine, workload: Workload, data: st.DataObject, delay: int
+) -> None:
+    """A pattern's state bounded by the watermark: with A's partial expired at A's watermark
+    (its greatest event time less the delay) and then merged with the partial of B's events
+    that are not late against it, a stream's totals and matches are those of A + (B not late);
+    and no fact the watermark has passed by 60 minutes is left."""
+    split = draw_split(data, workload, parts=2)
+    times_a = [e.event_ts for _, e in workload.first_events() if split.events[e.event_id] == 0]
+    watermark = max(times_a) - delay if times_a else None
+    late = {
+        e.event_id
+        for _, e in workload.first_events()
+        if split.events[e.event_id] == 1 and watermark is not None and e.event_ts < watermark
+    }
+    note(f"watermark {watermark}, late in B: {sorted(late)}")
+    parts = {i: (2 if i in late else p) for i, p in split.events.items()}
+    inputs = arrow_inputs(workload, Split(3, parts, split.profiles))
+    marks = pa.Table.from_pylist(
+        [] if watermark is None else [{"partition": 0, "watermark_ms": watermark}],
+        schema=WATERMARKS.to_pyarrow(),
+    )
+    kept = compute_views(
+        workload.events, workload.profile_changes(), keep=lambda e: e.event_id not in late
+    )
+    for name, aggregate in PARTIALS.items():
+        if aggregate.expire_query is None:
+            continue
+        a, b = engine.partial(aggregate, inputs, 0), engine.partial(aggregate, inputs, 1)
+        expired = engine.run(aggregate.expire_query, in_partial=a, in_watermarks=marks)
+        facts = [
+            f
+            for row in expired.to_pylist()
+            for kind in ("searches", "clicks", "orders")
+            for f in row[kind]
+        ]
+        assert watermark is None or all(f["ts"] + PATTERN_WINDOW_MS >= watermark for f in facts)
+        assert all(row["searches"] or row["clicks"] or row["orders"] for row in expired.to_pylist())
+        # The stream's totals are A's, then B's delta on the touched keys of the expired state.
+        before = expired.filter(_touched(aggregate, expired, b))
+        after = engine.merge(aggregate, before, b)
+        delta = engine.run(aggregate.delta_query, in_before=before, in_after=after)
+        old = engine.run(aggregate.totals_query, in_partial=a)
+        totals = engine.run(aggregate.add_totals_query, in_totals=old, in_delta=delta)
+        totals = totals.filter(pc.greater(totals.column(ROWS), 0))
+        rows = duckdb_rows(engine.run(aggregate.finish_totals_query, in_totals=totals), name)
+        assert rows == sorted(kept.views[name], key=_sort_key(name)), f"{name}: rows"
+        streamed = engine.streamed_matches(aggregate, engine.matches(aggregate, a), expired, b)
+        assert streamed == sorted(kept.matches, key=_match_key), f"{name}: matches"
+
+
+def test_a_fact_within_60_minutes_of_the_watermark_stays_and_one_past_it_leaves(
+    engine: Engine,
+) -> None:
+    """Expiry on a hand-made state: the watermark at 10:45 keeps a search of 10:00 (an order
+    up to 11:00 may still convert it, and one at 10:50 does) and drops one of 9:44."""
+    aggregate = PARTIALS["search_conversions"]
+    assert aggregate.expire_query is not None
+    lines = (
+        event("s-old", "search", "u-1", BASE - 76 * MINUTE_MS, query="q"),
+        event("s-1", "search", "u-1", BASE, query="q"),
+        event("c-1", "click", "u-1", BASE + 20 * MINUTE_MS, page="/p", search_id="s-1"),
+        event("p-1", "page_view", "u-1", BASE + 45 * MINUTE_MS, page="/p"),
+        event("o-1", "order", "u-1", BASE + 50 * MINUTE_MS, amount_cents=1),
+    )
+    workload = Workload(lines, ())
+    parts = {"s-old": 0, "s-1": 0, "c-1": 0, "p-1": 0, "o-1": 1}
+    inputs = arrow_inputs(workload, Split(2, parts, ()))
+    a, b = engine.partial(aggregate, inputs, 0), engine.partial(aggregate, inputs, 1)
+    marks = pa.Table.from_pylist(
+        [{"partition": 0, "watermark_ms": BASE + 45 * MINUTE_MS}], schema=WATERMARKS.to_pyarrow()
+    )
+    expired = engine.run(aggregate.expire_query, in_partial=a, in_watermarks=marks)
+    (row,) = expired.to_pylist()
+    assert [f["event_id"] for f in row["searches"]] == ["s-1"]
+    assert [f["event_id"] for f in row["clicks"]] == ["c-1"]
+    after = engine.merge(aggregate, expired, b)
+    assert [m["order_id"] for m in engine.matches(aggregate, after)] == ["o-1"]
+    # A watermark in another partition expires nothing here.
+    elsewhere = marks.set_column(0, "partition", pa.array([1], pa.int32()))
+    kept = engine.run(aggregate.expire_query, in_partial=a, in_watermarks=elsewhere)
+    assert kept.num_rows == 1 and len(kept.column("searches")[0]) == 2
 
 
 def test_partials_and_their_merges_have_the_declared_schema(engine: Engine) -> None:

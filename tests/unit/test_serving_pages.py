@@ -217,7 +217,7 @@ def test_the_openapi_page_names_every_view_and_where_each_filter_applies() -> No
     assert schema["info"]["summary"].startswith(f"The {len(VIEWS)} views of the Lambda and Kappa")
     parameters = {p["name"]: p for p in schema["paths"]["/v1/views/{view}"]["get"]["parameters"]}
     assert parameters["view"]["schema"]["enum"] == list(VIEWS)
-    assert parameters["view"]["description"] == "One of the 7 views (any other: 404)."
+    assert parameters["view"]["description"] == "One of the 8 views (any other: 404)."
     assert parameters["segment"]["description"] == "revenue_by_segment and segment_totals only."
     assert parameters["page"]["description"] == "page_views and page_views_hopping only."
     assert parameters["user_id"]["description"] == "sessions only."
