@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 from batch_layer import inputs
 from batch_layer.errors import NothingNewError
 from core import ingestion
-from core.catalog import CLICK_WINDOW_MS, VIEWS
+from core.catalog import LOOKAHEAD_MS, VIEWS
 from core.frames import empty_profiles
 from core.master_dataset import PARTITION_COLUMNS, RAW_COLUMNS, MasterDataset, require_raw
 from core.settings import Architecture, Settings
@@ -245,17 +245,18 @@ def batch_views(
     """The batch views for event time before the cutoff, from `deduplicated` events.
 
     Deduplication runs over the whole history, before this (the caller caches it once for the
-    views). Tumbling windows are computed on events up to the cutoff plus the click window, so
-    that a search just before the cutoff still sees its clicks, and then keep only windows that
-    start before the cutoff. A view whose rows straddle the cutoff (a session, a hopping window,
-    the current state: ``ViewSpec.straddles_cutoff``) takes only the events before it: the
+    views). Tumbling windows are computed on events up to the cutoff plus the lookahead, so
+    that a search just before the cutoff still sees its clicks and its pattern's order
+    (``core.catalog.LOOKAHEAD_MS``), and then keep only windows that start before the
+    cutoff. A view whose rows straddle the cutoff (a session, a hopping window, the current
+    state: ``ViewSpec.straddles_cutoff``) takes only the events before it: the
     speed layer merges what follows into it (continues the session, adds to the window, merges
     the partials per user at the hand-off).
     """
     from pyspark.sql import functions as F
 
     events = keep(events, logic)  # after dedup, as in the oracle
-    window_input = events.where(F.col("event_ts") < cutoff_ms + CLICK_WINDOW_MS)
+    window_input = events.where(F.col("event_ts") < cutoff_ms + LOOKAHEAD_MS)
     before_cutoff = events.where(F.col("event_ts") < cutoff_ms)
     cutoff = F.lit(to_timestamp(cutoff_ms))
     result = {}

@@ -21,6 +21,11 @@ PATTERN_WINDOW_MS = 60 * MINUTE_MS
 after the search's (closed), and at or after the click's; a pattern's facts leave the state
 once this bound is behind their partition's watermark."""
 
+LOOKAHEAD_MS = max(CLICK_WINDOW_MS, PATTERN_WINDOW_MS)
+"""How far after a window's events the events that decide its row may lie (a search's clicks,
+its pattern's order): the batch reads this far past its cutoff, and a scheduled cutoff waits
+until the archive holds this much after it."""
+
 MATCH_COLUMNS = (
     "query",
     "window_start",
