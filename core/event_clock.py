@@ -59,6 +59,10 @@ class EventClocks:
         if clock is None or event_ts > clock:
             self.greatest[partition] = event_ts
 
+    def thresholds(self, delay_ms: int) -> dict[int, int]:
+        """Per partition read so far, ``threshold``: what bounds a pattern's state."""
+        return {p: clock - delay_ms for p, clock in sorted(self.greatest.items())}
+
     def watermark(self, delay_ms: int) -> int | None:
         """The stream's watermark: the least partition's clock less the delay."""
         return min(self.greatest.values()) - delay_ms if self.greatest else None

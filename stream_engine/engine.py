@@ -516,7 +516,11 @@ class StreamEngine:
             self._append_accepted(on_time, records.profiles, batch_id)
             watch.lap("accepted_log")
 
-        merged = self.keyed.merge(conn, on_time, records.profiles, cutoff, self.spec.logic(conn))
+        # The clocks have read this micro-batch: what they passed, no later event can change.
+        watermarks = progress.clocks.thresholds(self.spec.watermark_delay_ms)
+        merged = self.keyed.merge(
+            conn, on_time, records.profiles, cutoff, self.spec.logic(conn), watermarks
+        )
         watch.lap("keyed_merge")
         writes.updates = merged.updates
         outcome.keys = merged.keys

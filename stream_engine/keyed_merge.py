@@ -17,7 +17,7 @@ Nothing here reads more than the keys the new input touches.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -34,6 +34,7 @@ from core.views import PARTIALS
 from core.views.partials import ROWS, PartialAggregate
 from core.views.query import Query, on_duckdb, store_rows, store_table
 from core.views.sessions import reach
+from core.views.tables import WATERMARKS
 from stream_engine import state_rows
 
 if TYPE_CHECKING:
@@ -131,16 +132,18 @@ class KeyedMerge:
         profiles: pa.Table,
         cutoff: int | None,
         logic: Query | None,
+        watermarks: Mapping[int, int] | None = None,
     ) -> Merged:
         """Every view's changes from new `events` (those `logic` keeps) and `profiles`, and
-        the touched keys' state."""
+        the touched keys' state; a state bounded by the watermark loses what `watermarks`
+        (per partition, the event time before which an event is late) have passed."""
         merged = Merged()
         self._sized_for(events.num_rows)
         events = self._kept(events, logic)
         merged.new_events = events.num_rows
         for aggregate in PARTIALS.values():
             if aggregate.additive:
-                touched = self._additive(conn, aggregate, events, profiles, merged)
+                touched = self._additive(conn, aggregate, events, profiles, merged, watermarks)
             else:
                 touched = self._sessions(conn, events, cutoff, merged)
             merged.keys[aggregate.view] = touched
@@ -153,6 +156,7 @@ class KeyedMerge:
         events: pa.Table,
         profiles: pa.Table,
         merged: Merged,
+        watermarks: Mapping[int, int] | None = None,
     ) -> int:
         fresh = self._run(aggregate.partial_query, in_events=events, in_profiles=profiles)
         if fresh.num_rows == 0:
@@ -171,7 +175,15 @@ class KeyedMerge:
         changed = after
         if aggregate.changed_query is not None:
             changed = self._run(aggregate.changed_query, in_before=before, in_after=after)
-        merged.updates.append(StateUpdate(view, state_rows.rows(self._db, changed, aggregate.key)))
+        # Expired after the delta, never before it: what leaves is final, and stays counted.
+        changed, emptied = self.bounded(aggregate, changed, watermarks)
+        merged.updates.append(
+            StateUpdate(
+                view,
+                state_rows.rows(self._db, changed, aggregate.key),
+                deletes=state.keys(emptied, aggregate.key),
+            )
+        )
         merged.updates.append(
             StateUpdate(
                 totals_name(view),
@@ -181,12 +193,36 @@ class KeyedMerge:
         )
         # The touched keys' partials go from `before` to `after` (the new keys inserted), their
         # totals from `old` to `kept` (those at zero deleted).
-        merged.state_rows[view] = after.num_rows - before.num_rows + kept.num_rows - old.num_rows
+        # Stored partials now: a set of facts keeps every key of `after` (it writes only the
+        # new facts), any other state what it wrote back.
+        partials = after.num_rows if aggregate.changed_query is not None else changed.num_rows
+        merged.state_rows[view] = partials - before.num_rows + kept.num_rows - old.num_rows
         spec = VIEWS[view]
         rows = store_rows(self._run(aggregate.finish_totals_query, in_totals=kept), spec)
         deleted = store_rows(self._run(aggregate.finish_totals_query, in_totals=gone), spec)
         merged.changes.append(Upsert(view, rows, deleted))
         return fresh.num_rows
+
+    def bounded(
+        self,
+        aggregate: PartialAggregate,
+        rows: pa.Table,
+        watermarks: Mapping[int, int] | None,
+    ) -> tuple[pa.Table, pa.Table]:
+        """The partial rows a stream writes back, for a state bounded by the watermark without
+        the facts `watermarks` have passed (``PartialAggregate.expire``), and the rows left with
+        none, whose keys the stream deletes. Any other state: `rows`, and none."""
+        if aggregate.expire_query is None or not watermarks or rows.num_rows == 0:
+            return rows, rows.slice(0, 0)
+        marks = pa.Table.from_pylist(
+            [{"partition": p, "watermark_ms": ms} for p, ms in watermarks.items()],
+            schema=WATERMARKS.to_pyarrow(),
+        )
+        kept = self._run(aggregate.expire_query, in_partial=rows, in_watermarks=marks)
+        left = set(zip(*(kept.column(c).to_pylist() for c in aggregate.key), strict=True))
+        every = zip(*(rows.column(c).to_pylist() for c in aggregate.key), strict=True)
+        emptied = rows.filter(pa.array([key not in left for key in every], pa.bool_()))
+        return kept, emptied
 
     def _sessions(
         self, conn: psycopg.Connection, events: pa.Table, cutoff: int | None, merged: Merged
