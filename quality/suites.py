@@ -65,6 +65,7 @@ DQ_PARTITION_MISMATCH: Final = "dq_partition_mismatch"
 DQ_WINDOW_OFFSET: Final = "dq_window_offset_ms"
 DQ_WINDOW_LENGTH: Final = "dq_window_length_ms"
 DQ_CTR_ERROR: Final = "dq_ctr_error"
+DQ_CONVERSION_RATE_ERROR: Final = "dq_conversion_rate_error"
 DQ_UNEXPLAINED: Final = "dq_unexplained_window"
 
 # Spark column types of the parsed events (core.ingestion.EVENT_COLUMNS + log position).
@@ -326,6 +327,33 @@ def _view_expectations(view: str) -> list[Any]:
                 min_value=0,
                 max_value=CTR_TOLERANCE,
                 description="ctr = clicks / searches",
+            ),
+        ]
+    if view == "search_conversions":  # a pattern's steps: each a subset of the one before
+        expectations += [
+            gxe.ExpectColumnValuesToBeBetween(
+                column="conversion_rate",
+                min_value=0,
+                max_value=1,
+                description="conversion_rate is in [0, 1]",
+            ),
+            gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+                column_A="searches",
+                column_B="clicked",
+                or_equal=True,
+                description="clicked <= searches",
+            ),
+            gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+                column_A="clicked",
+                column_B="converted",
+                or_equal=True,
+                description="converted <= clicked",
+            ),
+            gxe.ExpectColumnValuesToBeBetween(
+                column=DQ_CONVERSION_RATE_ERROR,
+                min_value=0,
+                max_value=CTR_TOLERANCE,
+                description="conversion_rate = converted / searches",
             ),
         ]
     return expectations
