@@ -332,11 +332,10 @@ def test_view_schemas_follow_the_catalogue(spark: SparkSession) -> None:
         "window_end": TimestampType(),
         "session_start": TimestampType(),
         "session_end": TimestampType(),
-        "ctr": DoubleType(),
+        **dict.fromkeys(("ctr", "conversion_rate"), DoubleType()),
         **dict.fromkeys(("page", "query", "segment", "user_id"), StringType()),
-        **dict.fromkeys(
-            ("count", "users", "searches", "clicks", "revenue_cents", "events"), LongType()
-        ),
+        **dict.fromkeys(("count", "users", "events", "revenue_cents"), LongType()),
+        **dict.fromkeys(("searches", "clicks", "clicked", "converted"), LongType()),
     }
     for name, frame in frames.items():
         assert tuple(frame.columns) == VIEWS[name].columns
