@@ -141,19 +141,20 @@ class _Fact:
 def _conversions(events: Iterable[Event]) -> list[tuple[Event, _Fact | None, _Fact | None]]:
     """Each search with the click and the order of its match (None: none), in log order.
 
-    The pattern is the user's (CEP keyed by user): a click on the search by its user within
-    [S, S + 30 min]; the earliest of them (ties: log order); then the earliest order by the
-    user within [that click, S + 60 min]. The earliest click leaves the widest span for an
-    order, so "some click and an order after it" is this."""
+    CONTRACT section 3: a click naming the search (``search_id``), by any user (as
+    ``search_ctr`` counts it), within [S, S + 30 min]; the earliest of them (ties: log order);
+    then the earliest order by the searcher (the search's ``user_id``) within [that click,
+    S + 60 min]. The earliest click leaves the widest span for an order, so "some click and an
+    order after it" is this."""
     searches: list[Event] = []
-    clicks: defaultdict[tuple[str, str], list[_Fact]] = defaultdict(list)
+    clicks: defaultdict[str, list[_Fact]] = defaultdict(list)
     orders: defaultdict[str, list[_Fact]] = defaultdict(list)
     for index, e in enumerate(events):
         if e.type == "search":
             searches.append(e)
         elif e.type == "click":
             assert e.search_id is not None
-            clicks[(e.user_id, e.search_id)].append(_Fact(e, index))
+            clicks[e.search_id].append(_Fact(e, index))
         elif e.type == "order":
             orders[e.user_id].append(_Fact(e, index))
 
@@ -161,9 +162,7 @@ def _conversions(events: Iterable[Event]) -> list[tuple[Event, _Fact | None, _Fa
     for s in searches:
         start = s.event_ts
         in_span = [
-            c
-            for c in clicks[(s.user_id, s.event_id)]
-            if start <= c.event.event_ts <= start + CLICK_WINDOW_MS
+            c for c in clicks[s.event_id] if start <= c.event.event_ts <= start + CLICK_WINDOW_MS
         ]
         click = min(in_span, key=lambda f: f.order_key, default=None)
         order = None
@@ -179,9 +178,9 @@ def _conversions(events: Iterable[Event]) -> list[tuple[Event, _Fact | None, _Fa
 
 
 def search_conversions(events: Iterable[Event]) -> list[Row]:
-    """Per query and 1-hour window of the search: searches, searches clicked (by their user,
-    within 30 min), searches converted (then an order by the user within 60 min of the
-    search, at or after the click), and converted / searches."""
+    """Per query and 1-hour window of the search: searches, searches clicked (by any user,
+    within 30 min, as ``search_ctr``), searches converted (then an order by the searcher within
+    60 min of the search, at or after the earliest click), and converted / searches."""
     size = HOUR_MS
     totals: defaultdict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0, 0])
     for s, click, order in _conversions(events):

@@ -1,7 +1,8 @@
 """The oracle's ``search_conversions`` and its matches on hand-made logs, worked out by hand.
 
-The pattern: a search, a click on it by the same user within [S, S + 30 min], then an order by
-that user within [the click, S + 60 min]. Times are on 2026-11-01 (UTC); ISO forms are written
+The pattern (CONTRACT section 3): a search, a click on it (its ``search_id``) by any user within
+[S, S + 30 min] (as ``search_ctr``), then an order by the searcher within [the earliest such
+click, S + 60 min]. Times are on 2026-11-01 (UTC); ISO forms are written
 out literally.
 """
 
@@ -168,19 +169,66 @@ def test_a_late_order_is_dropped_and_the_search_is_not_converted() -> None:
     assert [m["order_id"] for m in compute_views(values).matches] == ["o1"]
 
 
-def test_the_pattern_is_the_users_a_click_or_order_by_another_user_does_not_take_part() -> None:
-    other_click = [
+def test_a_click_by_another_user_counts_and_the_searchers_order_after_it_converts() -> None:
+    values = [
+        search("s1", "u1", at(10)),
+        click("c1", "u2", at(10, 5), "s1"),  # another user's click on u1's search
+        order("o1", "u1", at(10, 20), 1),  # the searcher's order after it
+    ]
+    assert one_row(values) == (1, 1, 1)
+    assert matches(values) == [
+        {
+            "query": "shoes",
+            "window_start": utc("10:00"),
+            "window_end": utc("11:00"),
+            "search_id": "s1",
+            "user_id": "u1",  # the searcher's
+            "search_ts": utc("10:00"),
+            "click_id": "c1",
+            "click_ts": utc("10:05"),
+            "order_id": "o1",
+            "order_ts": utc("10:20"),
+        }
+    ]
+    # clicked agrees with search_ctr's clicks on the same log.
+    (ctr_row,) = compute_views(values).views["search_ctr"]
+    assert ctr_row["clicks"] == 1
+
+
+def test_the_earliest_click_is_taken_whoever_clicked() -> None:
+    values = [
+        search("s1", "u1", at(10)),
+        click("c-own", "u1", at(10, 15), "s1"),
+        click("c-other", "u2", at(10, 5), "s1"),  # earlier in time, later in the log
+        order("o1", "u1", at(10, 10), 1),  # after the other user's click only
+    ]
+    assert one_row(values) == (1, 1, 1)
+    assert matched(values) == [("s1", "c-other", "o1")]
+
+
+def test_a_click_by_another_user_past_30_minutes_does_not_count() -> None:
+    values = [
+        search("s1", "u1", at(10)),
+        click("c1", "u2", at(10, 30, ms=1), "s1"),
+        order("o1", "u1", at(10, 40), 1),
+    ]
+    assert one_row(values) == (1, 0, 0)
+
+
+def test_only_the_searchers_order_converts_not_the_clickers_nor_anyone_elses() -> None:
+    clickers_order = [
         search("s1", "u1", at(10)),
         click("c1", "u2", at(10, 5), "s1"),
-        order("o1", "u1", at(10, 20), 1),
+        order("o1", "u2", at(10, 20), 1),  # by the clicker, not the searcher
     ]
-    assert one_row(other_click) == (1, 0, 0)
+    assert one_row(clickers_order) == (1, 1, 0)
     other_order = [
         search("s1", "u1", at(10)),
         click("c1", "u1", at(10, 5), "s1"),
-        order("o1", "u2", at(10, 20), 1),
+        order("o1", "u3", at(10, 20), 1),
     ]
     assert one_row(other_order) == (1, 1, 0)
+    assert matches(other_order) == []
 
 
 def test_one_order_completes_every_search_it_follows() -> None:

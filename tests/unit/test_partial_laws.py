@@ -285,7 +285,7 @@ def boundary_workloads(draw: st.DrawFn) -> Workload:
             run(user, ts, draw(st.lists(session_gaps, min_size=1, max_size=4)))
         elif kind == "pattern":
             pattern(user, ts)
-        elif kind == "other_users_click":  # search_ctr counts it, search_conversions not
+        elif kind == "other_users_click":  # both count it (CONTRACT 3); only u's order converts
             search_id = emit("search", user, ts, query="q")
             other = draw(st.sampled_from([u for u in USERS if u != user]))
             emit("click", other, ts + 1, page="/p", search_id=search_id)
