@@ -13,7 +13,7 @@ RowValue = str | int | float
 Row = dict[str, RowValue]
 """One row of a view, exactly as the oracle spells it: key fields, the time fields as ISO 8601
 UTC strings (a window's or session's start and end; none in `segment_totals`, the current
-state), then value fields (integers, except `ctr`, a float)."""
+state), then value fields (integers, except `ctr` and `conversion_rate`, floats)."""
 
 
 class Health(BaseModel):

@@ -31,7 +31,7 @@ from core.store import batch_inputs, comparison_reports, quality_results, state,
 if TYPE_CHECKING:
     import psycopg
 
-_VALUE_TYPES = {"ctr": "double precision"}
+_VALUE_TYPES = {"ctr": "double precision", "conversion_rate": "double precision"}
 
 
 def batch_table(view: str) -> str:
