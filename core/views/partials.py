@@ -24,7 +24,10 @@ is not additive: its partial rows are the sessions themselves, replaced per user
 
 Each aggregate also says what a new event or profile version invalidates: the ``key`` of its
 partial. A stream looks up exactly those keys' state, and a view row changes only through the
-contributions of the keys it touched (``delta``), so the engine holds no view knowledge.
+contributions of the keys it touched (``delta``), so the engine holds no view knowledge. A
+partial whose finish joins two kinds of its rows (``search_conversions``: a search's row with
+its searcher's orders) names the column they meet on (``link``): a stream then looks up the
+rows linked to the touched ones too, and derives the contributions of them all.
 """
 
 from __future__ import annotations
@@ -79,6 +82,11 @@ class PartialAggregate:
     """A state bounded by the watermark: (partial, watermarks per partition) -> the partial
     without the facts no later event can still change (``tables.WATERMARKS``). Applied to the
     state a stream writes back only: the expired facts' contributions are final."""
+    link: str | None = None
+    """A partial whose finish joins its rows (a table-table join within the partial): the
+    column on which they meet. A row's contributions and matches depend on the rows sharing
+    its value of it (none when NULL) and on no other, so a stream re-derives those of every
+    stored row linked to a row it touches, not only the touched keys'."""
 
     @property
     def additive(self) -> bool:
