@@ -35,6 +35,7 @@ import bisect
 import json
 import random
 import tempfile
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -91,12 +92,36 @@ LAW_SETTINGS = settings(
 # --- workloads ------------------------------------------------------------------------------------
 
 
+EVENT_PARTITIONS = 3
+"""The partitions of ``events`` a workload is spread over, by user (as ``lk produce`` keys its
+records): a click by another user than the searcher's is on another partition, mostly."""
+
+
+def partition_of(user_id: str | None) -> int:
+    """A user's partition (``u-1``, ``u-2``, ``u-3``: 0, 2, 1); an event without one: 0."""
+    return 0 if user_id is None else zlib.crc32(user_id.encode()) % EVENT_PARTITIONS
+
+
+def _line_partition(line: bytes) -> int:
+    try:
+        user_id = json.loads(line).get("user_id")
+    except (ValueError, AttributeError):
+        return 0
+    return partition_of(user_id if isinstance(user_id, str) else None)
+
+
 @dataclass(frozen=True)
 class Workload:
-    """Raw event lines and profile lines (``lk produce`` form), both in log order."""
+    """Raw event lines and profile lines (``lk produce`` form), both in log order. The event
+    lines are kept partition by partition (``partition_of``; each partition's lines in the
+    order given), so that a line's index is its offset and the order the oracle reads them in
+    is ``(partition, offset)``: the views' tie rule across partitions."""
 
     events: tuple[bytes, ...]
     profiles: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "events", tuple(sorted(self.events, key=_line_partition)))
 
     def first_events(self) -> list[tuple[int, Event]]:
         """(log index, event) of the valid first occurrences: the events the views count."""
@@ -201,8 +226,10 @@ def boundary_workloads(draw: st.DrawFn) -> Workload:
     """Hand-made events on the views' edges, at drawn times: always a click exactly 30 min
     after its search and one 30 min + 1 ms after, a run of page views with gaps of exactly
     30 min and of 30 min + 1 ms, an order at the very ms of two profile versions tied on
-    ``updated_ts`` and one at the ms of a tombstone; then drawn extras (more of the same, clicks
-    before their search or on none, duplicates), all in a drawn log order."""
+    ``updated_ts`` and one at the ms of a tombstone; search_conversions' bounds, ties and
+    another user's clicks (on another partition, across an hour edge); then drawn extras (more
+    of the same, clicks before their search or on none, duplicates), all in a drawn log
+    order."""
     lines: list[bytes] = []
     ids = iter(range(10_000))
     users = st.sampled_from(USERS)
@@ -260,6 +287,21 @@ def boundary_workloads(draw: st.DrawFn) -> Workload:
     edge = BASE + HOUR_MS - draw(st.sampled_from((1, 20 * MINUTE_MS)))
     fixed("u-b4", edge, 15 * MINUTE_MS, [30 * MINUTE_MS])
     pattern(draw(users), BASE + HOUR_MS - draw(st.sampled_from((1, MINUTE_MS, 20 * MINUTE_MS))))
+    # Another user's click (CONTRACT 3: it counts, as for search_ctr), on another partition
+    # (u-b6: 2, u-b8: 0, u-b9: 1): the searcher's order after it converts, the clicker's does
+    # not; across the hour edge, with the search before it and the click or the order after.
+    cross = BASE + HOUR_MS - draw(st.sampled_from((1, 10 * MINUTE_MS, 25 * MINUTE_MS)))
+    searched = emit("search", "u-b6", cross, query="q")
+    emit("click", "u-b8", cross + 20 * MINUTE_MS, page="/p", search_id=searched)
+    order("u-b8", cross + 21 * MINUTE_MS)
+    order("u-b6", cross + draw(st.sampled_from((20 * MINUTE_MS, 40 * MINUTE_MS))))
+    # Two clicks at the same ms on two partitions: the lesser partition's is the match's.
+    searched_at = draw(moments)
+    searched = emit("search", "u-b9", searched_at, query="r")
+    tied = searched_at + 3 * MINUTE_MS
+    emit("click", "u-b8", tied, page="/p", search_id=searched)
+    emit("click", "u-b6", tied, page="/p", search_id=searched)
+    order("u-b9", tied + MINUTE_MS)
     run(draw(users), draw(moments), [SESSION_GAP_MS, SESSION_GAP_MS + 1])
     buyer, tie, deleted = draw(users), draw(moments), draw(moments)
     order(buyer, tie)
@@ -285,7 +327,7 @@ def boundary_workloads(draw: st.DrawFn) -> Workload:
             run(user, ts, draw(st.lists(session_gaps, min_size=1, max_size=4)))
         elif kind == "pattern":
             pattern(user, ts)
-        elif kind == "other_users_click":  # both count it (CONTRACT 3); only u's order converts
+        elif kind == "other_users_click":  # clicked for both views; only u's order converts
             search_id = emit("search", user, ts, query="q")
             other = draw(st.sampled_from([u for u in USERS if u != user]))
             emit("click", other, ts + 1, page="/p", search_id=search_id)
@@ -331,7 +373,9 @@ EVENT_SPLITS = (
     "searches_clicks",
     "clicks_orders",
     "pattern_steps",
+    "pattern_gaps",
     "cutoff",
+    "pattern_cutoff",
     "alternate",
     "random",
 )
@@ -359,6 +403,30 @@ def _cut_candidates(ts: int) -> list[int]:
         ts + PATTERN_WINDOW_MS + 1,
         ts - SESSION_GAP_MS,
     ]
+
+
+def _pattern_gaps(events: Sequence[Event]) -> list[tuple[int, int]]:
+    """``(lo, hi)``: a time cut ``t`` in it (events before ``t`` on one side, from ``t`` on the
+    other) separates two steps of a ``search_conversions`` pattern: a search from a click on it
+    within 30 min (by any user), or such a click from an order by the searcher up to 60 min
+    after the search."""
+    clicks: dict[str, list[int]] = {}
+    orders: dict[str, list[int]] = {}
+    for e in events:
+        if e.type == "click" and e.search_id is not None:
+            clicks.setdefault(e.search_id, []).append(e.event_ts)
+        elif e.type == "order":
+            orders.setdefault(e.user_id, []).append(e.event_ts)
+    gaps = []
+    for s in (e for e in events if e.type == "search"):
+        for c in clicks.get(s.event_id, []):
+            if not s.event_ts <= c <= s.event_ts + CLICK_WINDOW_MS:
+                continue
+            if s.event_ts < c:
+                gaps.append((s.event_ts + 1, c))
+            bound = s.event_ts + PATTERN_WINDOW_MS
+            gaps += [(c + 1, o) for o in orders.get(s.user_id, []) if c < o <= bound]
+    return sorted(gaps)
 
 
 def _draw_cuts(data: st.DataObject, anchors: Sequence[int], parts: int, label: str) -> list[int]:
@@ -424,6 +492,18 @@ def draw_split(data: st.DataObject, workload: Workload, parts: int) -> Split:
             data.draw(st.sampled_from(edges or [BASE]), "cutoff") for _ in range(parts - 1)
         )
         event_parts = {e.event_id: bisect.bisect_right(cuts, e.event_ts) for _, e in events}
+    elif how in ("pattern_gaps", "pattern_cutoff"):
+        # Time cuts inside a pattern's steps: between a search and a click on it (whoever
+        # clicked, on whichever partition), or between that click and the searcher's order;
+        # "pattern_cutoff" at an hour edge there (Lambda's cutoff), "pattern_gaps" anywhere.
+        gaps = _pattern_gaps([e for _, e in events])
+        if how == "pattern_cutoff":
+            gaps = [(e, e) for lo, hi in gaps if (e := -(-lo // HOUR_MS) * HOUR_MS) <= hi]
+        cuts = sorted(
+            data.draw(st.integers(*data.draw(st.sampled_from(gaps or [(BASE, BASE)]))), "cut")
+            for _ in range(parts - 1)
+        )
+        event_parts = {e.event_id: bisect.bisect_right(cuts, e.event_ts - 1) for _, e in events}
     elif how == "alternate":  # each user's events, in time order, to parts in turn
         turn = {user: rnd.randrange(parts) for user in users}
         for _, e in sorted(events, key=lambda ie: (ie[1].event_ts, ie[0])):
@@ -497,7 +577,7 @@ def arrow_inputs(workload: Workload, split: Split) -> Inputs:
         {
             **{f: getattr(e, f) for f in EVENTS.names if hasattr(e, f)},
             "event_ts": e.event_ts,
-            "partition": 0,
+            "partition": partition_of(e.user_id),
             "offset": index,
             PART: split.events[e.event_id],
         }
@@ -598,9 +678,20 @@ class Engine:
 
 
 def _touched(aggregate: PartialAggregate, a: pa.Table, b: pa.Table) -> pa.Array:
-    """Which rows of state ``a`` have a key that partial ``b`` touches."""
+    """Which rows of state ``a`` a stream reads for partial ``b``: those with a key ``b``
+    touches and, for a partial whose finish joins its rows (``link``), every row linked to one
+    of them or to a row of ``b`` (``search_conversions``: a touched search's searcher's orders,
+    a touched user's searches)."""
     touched = _keys(b, aggregate.key)
-    return pa.array([key in touched for key in _key_list(a, aggregate.key)], pa.bool_())
+    keyed = [key in touched for key in _key_list(a, aggregate.key)]
+    if aggregate.link is None:
+        return pa.array(keyed, pa.bool_())
+    stored = a.column(aggregate.link).to_pylist()
+    links = set(b.column(aggregate.link).to_pylist())
+    links |= {link for link, hit in zip(stored, keyed, strict=True) if hit}
+    links.discard(None)
+    linked = [hit or link in links for link, hit in zip(stored, keyed, strict=True)]
+    return pa.array(linked, pa.bool_())
 
 
 def _key_list(table: pa.Table, key: Sequence[str]) -> list[tuple]:
@@ -742,10 +833,7 @@ def test_state_expired_behind_the_watermark_changes_no_row_and_no_match(
     note(f"watermark {watermark}, late in B: {sorted(late)}")
     parts = {i: (2 if i in late else p) for i, p in split.events.items()}
     inputs = arrow_inputs(workload, Split(3, parts, split.profiles))
-    marks = pa.Table.from_pylist(
-        [] if watermark is None else [{"partition": 0, "watermark_ms": watermark}],
-        schema=WATERMARKS.to_pyarrow(),
-    )
+    marks = _marks(**{f"p{p}": watermark for p in range(EVENT_PARTITIONS)})
     kept = compute_views(
         workload.events, workload.profile_changes(), keep=lambda e: e.event_id not in late
     )
@@ -754,14 +842,13 @@ def test_state_expired_behind_the_watermark_changes_no_row_and_no_match(
             continue
         a, b = engine.partial(aggregate, inputs, 0), engine.partial(aggregate, inputs, 1)
         expired = engine.run(aggregate.expire_query, in_partial=a, in_watermarks=marks)
-        facts = [
-            f
-            for row in expired.to_pylist()
-            for kind in ("searches", "clicks", "orders")
-            for f in row[kind]
-        ]
-        assert watermark is None or all(f["ts"] + PATTERN_WINDOW_MS >= watermark for f in facts)
-        assert all(row["searches"] or row["clicks"] or row["orders"] for row in expired.to_pylist())
+        left = expired.to_pylist()
+        assert watermark is None or all(
+            ts + PATTERN_WINDOW_MS >= watermark for ts in map(_bound_time, left)
+        ), "a fact the watermark passed by 60 minutes is left"
+        assert all(
+            row["search_ts"] is not None or row["clicks"] or row["orders"] for row in left
+        ), "a row with nothing left is kept"
         # The stream's totals are A's, then B's delta on the touched keys of the expired state.
         before = expired.filter(_touched(aggregate, expired, b))
         after = engine.merge(aggregate, before, b)
@@ -775,37 +862,58 @@ def test_state_expired_behind_the_watermark_changes_no_row_and_no_match(
         assert streamed == sorted(kept.matches, key=_match_key), f"{name}: matches"
 
 
-def test_a_fact_within_60_minutes_of_the_watermark_stays_and_one_past_it_leaves(
+def _bound_time(row: Row) -> int:
+    """The time whose 60-minute bound keeps a ``search_conversions`` row: its search's, else
+    its earliest click's or order's (a row waiting for its search keeps the clicks still
+    within reach, a user's row the orders)."""
+    if row["search_ts"] is not None:
+        return row["search_ts"]
+    return min(f["ts"] for f in [*row["clicks"], *row["orders"]])
+
+
+def _marks(**by_partition: int | None) -> pa.Table:
+    """Watermarks by partition (``p0=...``; None: a partition not read yet)."""
+    return pa.Table.from_pylist(
+        [{"partition": int(p[1:]), "watermark_ms": ms} for p, ms in by_partition.items()],
+        schema=WATERMARKS.to_pyarrow(),
+    )
+
+
+def test_a_fact_within_60_minutes_of_the_least_watermark_stays_and_one_past_it_leaves(
     engine: Engine,
 ) -> None:
-    """Expiry on a hand-made state: the watermark at 10:45 keeps a search of 10:00 (an order
-    up to 11:00 may still convert it, and one at 10:50 does) and drops one of 9:44."""
+    """Expiry on a hand-made state, by the least watermark of all partitions: at 10:45 it keeps
+    a search of 10:00 (an order up to 11:00 may still convert it, and one at 10:50 does) and
+    drops one of 9:44 with its clicks, a stray click of 9:40 and an order of 9:44; a lagging
+    partition, or one not read yet, holds everything back (another user's click on the 9:44
+    search could still come from it)."""
     aggregate = PARTIALS["search_conversions"]
     assert aggregate.expire_query is not None
     lines = (
-        event("s-old", "search", "u-1", BASE - 76 * MINUTE_MS, query="q"),
+        event("s-old", "search", "u-1", BASE - 16 * MINUTE_MS, query="q"),
+        event("c-old", "click", "u-2", BASE - 10 * MINUTE_MS, page="/p", search_id="s-old"),
+        event("c-stray", "click", "u-2", BASE - 20 * MINUTE_MS, page="/p", search_id="s-none"),
+        event("o-old", "order", "u-1", BASE - 16 * MINUTE_MS, amount_cents=1),
         event("s-1", "search", "u-1", BASE, query="q"),
-        event("c-1", "click", "u-1", BASE + 20 * MINUTE_MS, page="/p", search_id="s-1"),
+        event("c-1", "click", "u-2", BASE + 20 * MINUTE_MS, page="/p", search_id="s-1"),
         event("p-1", "page_view", "u-1", BASE + 45 * MINUTE_MS, page="/p"),
         event("o-1", "order", "u-1", BASE + 50 * MINUTE_MS, amount_cents=1),
     )
     workload = Workload(lines, ())
-    parts = {"s-old": 0, "s-1": 0, "c-1": 0, "p-1": 0, "o-1": 1}
+    parts = {e.event_id: 0 for _, e in workload.first_events()} | {"o-1": 1}
     inputs = arrow_inputs(workload, Split(2, parts, ()))
     a, b = engine.partial(aggregate, inputs, 0), engine.partial(aggregate, inputs, 1)
-    marks = pa.Table.from_pylist(
-        [{"partition": 0, "watermark_ms": BASE + 45 * MINUTE_MS}], schema=WATERMARKS.to_pyarrow()
-    )
-    expired = engine.run(aggregate.expire_query, in_partial=a, in_watermarks=marks)
-    (row,) = expired.to_pylist()
-    assert [f["event_id"] for f in row["searches"]] == ["s-1"]
-    assert [f["event_id"] for f in row["clicks"]] == ["c-1"]
+    mark = BASE + 45 * MINUTE_MS
+    expired = engine.run(aggregate.expire_query, in_partial=a, in_watermarks=_marks(p0=mark))
+    left = {r["row_key"]: r for r in expired.to_pylist()}
+    assert sorted(left) == ["search:s-1"]
+    assert [f["event_id"] for f in left["search:s-1"]["clicks"]] == ["c-1"]
     after = engine.merge(aggregate, expired, b)
     assert [m["order_id"] for m in engine.matches(aggregate, after)] == ["o-1"]
-    # A watermark in another partition expires nothing here.
-    elsewhere = marks.set_column(0, "partition", pa.array([1], pa.int32()))
-    kept = engine.run(aggregate.expire_query, in_partial=a, in_watermarks=elsewhere)
-    assert kept.num_rows == 1 and len(kept.column("searches")[0]) == 2
+    # The least of the partitions' watermarks decides: one lagging an hour keeps all.
+    for marks in (_marks(p0=mark, p1=mark - HOUR_MS), _marks(p0=mark, p1=None)):
+        kept = engine.run(aggregate.expire_query, in_partial=a, in_watermarks=marks)
+        assert kept.num_rows == a.num_rows
 
 
 def test_partials_and_their_merges_have_the_declared_schema(engine: Engine) -> None:

@@ -251,6 +251,12 @@ EDGE_EVENTS = [
     event("c-3", "click", "u-3", at(11, 0, 10), page="/p", search_id="s-3"),
     event("c-5", "click", "u-1", at(11, 1), page="/p", search_id="s-5"),
     event("c-6", "click", "u-1", at(11, 2), page="/p", search_id="s-5"),
+    # search_conversions: another user's click counts (as for search_ctr) and opens the span of
+    # the searcher's order; the clicker's own order converts nothing.
+    event("s-7", "search", "u-9", at(11, 10), query="x"),
+    event("c-7", "click", "u-2", at(11, 20), page="/p", search_id="s-7"),
+    event("o-9", "order", "u-2", at(11, 25), amount_cents=10),
+    event("o-10", "order", "u-9", at(11, 30), amount_cents=20),
     # revenue_by_segment: as of event time, a tie on updated_ts goes to the later record.
     event("o-1", "order", "u-5", at(10, 29, 59, 999), amount_cents=100),
     event("o-2", "order", "u-5", at(10, 30), amount_cents=200),
@@ -299,7 +305,36 @@ def test_views_equal_the_oracle_on_boundary_cases(spark: SparkSession) -> None:
         ("q", utc("10:00")): (3, 2, 2 / 3),
         ("r", utc("10:00")): (1, 0, 0.0),
         ("r", utc("11:00")): (1, 1, 1.0),
+        ("x", utc("11:00")): (1, 1, 1.0),
     }
+    conversions = {
+        (r["query"], r["window_start"]): (r["searches"], r["clicked"], r["converted"])
+        for r in got["search_conversions"]
+    }
+    assert conversions == {
+        ("q", utc("10:00")): (3, 2, 0),
+        ("r", utc("10:00")): (1, 0, 0),
+        ("r", utc("11:00")): (1, 1, 0),
+        ("x", utc("11:00")): (1, 1, 1),
+    }
+    # Its complex events on Spark (the batch's), as the oracle's: the searcher's, by way of
+    # another user's click.
+    aggregate = PARTIALS["search_conversions"]
+    assert aggregate.matches_query is not None
+    partial = on_spark(
+        spark,
+        aggregate.partial_query,
+        in_events=spark_events(spark, EDGE_EVENTS),
+        in_profiles=spark_profiles(spark, EDGE_PROFILES),
+    )
+    matches = on_spark(spark, aggregate.matches_query, in_partial=partial).collect()
+    assert [(m.search_id, m.user_id, m.click_id, m.order_id) for m in matches] == [
+        ("s-7", "u-9", "c-7", "o-10")
+    ]
+    oracle = compute_views(EDGE_EVENTS, changes).matches
+    assert [(m["search_id"], m["click_id"], m["order_id"]) for m in oracle] == [
+        ("s-7", "c-7", "o-10")
+    ]
     revenue = {
         (r["segment"], r["window_start"]): r["revenue_cents"] for r in got["revenue_by_segment"]
     }
@@ -307,7 +342,7 @@ def test_views_equal_the_oracle_on_boundary_cases(spark: SparkSession) -> None:
         ("free", utc("10:00")): 100,
         ("enterprise", utc("10:00")): 200,
         ("trial", utc("10:00")): 400,
-        (UNKNOWN_SEGMENT, utc("11:00")): 800 + 1_600 + 3_200,
+        (UNKNOWN_SEGMENT, utc("11:00")): 800 + 1_600 + 3_200 + 10 + 20,
         ("enterprise", utc("11:00")): 0,
     }
     u4 = [
@@ -318,7 +353,7 @@ def test_views_equal_the_oracle_on_boundary_cases(spark: SparkSession) -> None:
     assert u4 == [(utc("12:00"), utc("12:30"), 3), (utc("13:00:00.001"), utc("13:00:00.001"), 1)]
     assert [(r["window_start"], r["users"]) for r in got["unique_users"]] == [
         (utc("10:00"), 5),
-        (utc("11:00"), 6),
+        (utc("11:00"), 8),
         (utc("12:00"), 1),
         (utc("13:00"), 1),
     ]
