@@ -33,7 +33,7 @@ The work of a micro-batch follows its new input: nothing scans the history.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -448,7 +448,10 @@ class StreamEngine:
                 settings = self.settings
                 records = split(pending.records, settings.events_topic, settings.profiles_topic)
                 watch.lap("split")
-                outcome, changes, writes = self._compute(conn, records, batch_id, progress, watch)
+                partitions = partitions_of(pending.end, settings.events_topic)
+                outcome, changes, writes = self._compute(
+                    conn, records, batch_id, progress, watch, partitions
+                )
                 progress.offsets = {**progress.offsets, **pending.end}
                 if realtime.commit_batch(conn, progress, batch_id, changes, writes):
                     watch.lap("store_commit")
@@ -498,7 +501,11 @@ class StreamEngine:
         batch_id: int,
         progress: StreamProgress,
         watch: Stopwatch,
+        partitions: Collection[int] = (),
     ) -> tuple[BatchOutcome, list[Change], StateWrites]:
+        """The micro-batch's outcome, view changes and state writes; `partitions`: every
+        partition of `events` the stream reads (those it has not read an event from yet hold
+        back the expiry of a state bounded by the least watermark)."""
         outcome = BatchOutcome(batch_id)
         writes = StateWrites(quarantine=records.quarantine)
         on_time, late = behind_watermark(
@@ -517,7 +524,10 @@ class StreamEngine:
             watch.lap("accepted_log")
 
         # The clocks have read this micro-batch: what they passed, no later event can change.
-        watermarks = progress.clocks.thresholds(self.spec.watermark_delay_ms)
+        # A partition with no clock yet may still deliver anything: None, which holds back
+        # what waits for every partition (search_conversions: a click by any user).
+        thresholds = progress.clocks.thresholds(self.spec.watermark_delay_ms)
+        watermarks = {p: thresholds.get(p) for p in sorted({*partitions, *thresholds})}
         merged = self.keyed.merge(
             conn, on_time, records.profiles, cutoff, self.spec.logic(conn), watermarks
         )
@@ -560,6 +570,12 @@ def recompute_accepted(
         return keyed.recompute(conn, events, profiles, cutoff, spec.logic(conn))
     finally:
         keyed.close()
+
+
+def partitions_of(offsets: Offsets, topic: str) -> set[int]:
+    """The partitions of `topic` among offsets per ``topic/partition``."""
+    prefix = f"{topic}/"
+    return {int(name[len(prefix) :]) for name in offsets if name.startswith(prefix)}
 
 
 def behind_watermark(

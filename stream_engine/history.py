@@ -204,7 +204,7 @@ def _write_view(
     partial = _materialized(partial)
     totals = on_spark(spark, aggregate.totals_query, in_partial=partial)
     totals = _materialized(totals.where(F.col(ROWS) > 0))
-    _append_state(settings, stream, aggregate.view, partial, aggregate.key)
+    _append_state(settings, stream, aggregate.view, partial, aggregate.key, aggregate.link)
     _append_state(settings, stream, totals_name(aggregate.view), totals, aggregate.total_key)
     rows = on_spark(spark, aggregate.finish_totals_query, in_totals=totals)
     _append_rows(settings, stream, aggregate.view, with_timestamps(rows, spec))
@@ -218,9 +218,15 @@ def _append_rows(settings: Settings, stream: str, view: str, rows: DataFrame) ->
 
 
 def _append_state(
-    settings: Settings, stream: str, name: str, rows: DataFrame, key: tuple[str, ...]
+    settings: Settings,
+    stream: str,
+    name: str,
+    rows: DataFrame,
+    key: tuple[str, ...],
+    link: str | None = None,
 ) -> None:
-    """Rows of one state, keyed and encoded as ``core.store.state`` keeps a stream's own."""
+    """Rows of one state, keyed and encoded as ``core.store.state`` keeps a stream's own (with
+    their `link` column's value, for a partial whose finish joins its rows)."""
     from pyspark.sql import functions as F
 
     text, ms = _key_columns(rows, key)
@@ -231,6 +237,7 @@ def _append_state(
         (F.col(text) if text else F.lit(NO_TEXT)).alias("key_text"),
         (F.col(ms).cast("bigint") if ms else F.lit(NO_MS).cast("bigint")).alias("key_ms"),
         values_on_spark(columns).alias("value"),
+        (F.col(link) if link else F.lit(None).cast("string")).alias("link_text"),
     )
     bulk.append(settings, "stream_state", state)
 

@@ -4,8 +4,10 @@ For every view the shared definitions (``core.views.PARTIALS``) give the queries
 only moves rows between them and the store:
 
 - additive views: the partial of the new events, the stored state of the keys it touches (a
-  primary-key lookup), their merge, the delta of the touched keys' contributions, the stored
-  totals of the view rows that delta touches, the new totals, and the changed view rows;
+  primary-key lookup) and, for a partial whose finish joins its rows (``link``:
+  search_conversions' searches and their searcher's orders), of the rows linked to those (an
+  index lookup), their merge, the delta of the touched rows' contributions, the stored totals
+  of the view rows that delta touches, the new totals, and the changed view rows;
 - sessions: the touched users' sessions within reach of the new events (the stream's own, and
   those another layer leaves open) merged with the new events' sessions.
 
@@ -121,7 +123,35 @@ class KeyedMerge:
     def _stored(
         self, conn: psycopg.Connection, name: str, keys: StateKeys, schema: pa.Schema
     ) -> pa.Table:
-        return state_rows.table(state.load(conn, self.stream, name, keys), schema)
+        return state_rows.table(self._load(conn, name, keys), schema)
+
+    # The store's reads, in one place.
+    def _load(self, conn: psycopg.Connection, name: str, keys: StateKeys) -> list[str]:
+        return state.load(conn, self.stream, name, keys)
+
+    def _load_linked(self, conn: psycopg.Connection, name: str, links: list[str]) -> list[str]:
+        return state.load_linked(conn, self.stream, name, links)
+
+    def touched(
+        self, conn: psycopg.Connection, aggregate: PartialAggregate, fresh: pa.Table
+    ) -> pa.Table:
+        """The stored partial rows whose contributions `fresh` (a micro-batch's partial) can
+        change: those of the keys it touches and, for a partial whose finish joins its rows
+        (``PartialAggregate.link``), every row linked to one of those or to a fresh row (a new
+        order: the user's stored searches; a new search or click: its searcher's orders, and
+        the searcher's other searches with them). Those are the rows whose contributions the
+        delta takes before and after, so a search's row changes through either key."""
+        schema = aggregate.schema.to_pyarrow()
+        keyed = self._stored(conn, aggregate.view, state.keys(fresh, aggregate.key), schema)
+        link = aggregate.link
+        if link is None:
+            return keyed
+        links = set(fresh.column(link).to_pylist()) | set(keyed.column(link).to_pylist())
+        links.discard(None)
+        linked = state_rows.table(self._load_linked(conn, aggregate.view, sorted(links)), schema)
+        found = set(state_rows.key_list(keyed, aggregate.key))
+        more = [key not in found for key in state_rows.key_list(linked, aggregate.key)]
+        return pa.concat_tables([keyed, linked.filter(pa.array(more, pa.bool_()))])
 
     # -- a micro-batch ------------------------------------------------------------------------
 
@@ -132,11 +162,12 @@ class KeyedMerge:
         profiles: pa.Table,
         cutoff: int | None,
         logic: Query | None,
-        watermarks: Mapping[int, int] | None = None,
+        watermarks: Mapping[int, int | None] | None = None,
     ) -> Merged:
         """Every view's changes from new `events` (those `logic` keeps) and `profiles`, and
         the touched keys' state; a state bounded by the watermark loses what `watermarks`
-        (per partition, the event time before which an event is late) have passed."""
+        (per partition of `events`, every one, the event time before which an event is late;
+        None: nothing read there yet) have passed."""
         merged = Merged()
         self._sized_for(events.num_rows)
         events = self._kept(events, logic)
@@ -156,14 +187,13 @@ class KeyedMerge:
         events: pa.Table,
         profiles: pa.Table,
         merged: Merged,
-        watermarks: Mapping[int, int] | None = None,
+        watermarks: Mapping[int, int | None] | None = None,
     ) -> int:
         fresh = self._run(aggregate.partial_query, in_events=events, in_profiles=profiles)
         if fresh.num_rows == 0:
             return 0
         view = aggregate.view
-        schema = aggregate.schema.to_pyarrow()
-        before = self._stored(conn, view, state.keys(fresh, aggregate.key), schema)
+        before = self.touched(conn, aggregate, fresh)
         after = self._run(aggregate.merge_query, in_before=before, in_fresh=fresh)
         delta = self._run(aggregate.delta_query, in_before=before, in_after=after)
         total_keys = state.keys(delta, aggregate.total_key)
@@ -180,7 +210,7 @@ class KeyedMerge:
         merged.updates.append(
             StateUpdate(
                 view,
-                state_rows.rows(self._db, changed, aggregate.key),
+                state_rows.rows(self._db, changed, aggregate.key, aggregate.link),
                 deletes=state.keys(emptied, aggregate.key),
             )
         )
@@ -207,11 +237,12 @@ class KeyedMerge:
         self,
         aggregate: PartialAggregate,
         rows: pa.Table,
-        watermarks: Mapping[int, int] | None,
+        watermarks: Mapping[int, int | None] | None,
     ) -> tuple[pa.Table, pa.Table]:
         """The partial rows a stream writes back, for a state bounded by the watermark without
-        the facts `watermarks` have passed (``PartialAggregate.expire``), and the rows left with
-        none, whose keys the stream deletes. Any other state: `rows`, and none."""
+        the facts `watermarks` have passed (``PartialAggregate.expire``: search_conversions'
+        by the least of them, a partition with None holding everything back), and the rows
+        left with none, whose keys the stream deletes. Any other state: `rows`, and none."""
         if aggregate.expire_query is None or not watermarks or rows.num_rows == 0:
             return rows, rows.slice(0, 0)
         marks = pa.Table.from_pylist(
@@ -219,8 +250,8 @@ class KeyedMerge:
             schema=WATERMARKS.to_pyarrow(),
         )
         kept = self._run(aggregate.expire_query, in_partial=rows, in_watermarks=marks)
-        left = set(zip(*(kept.column(c).to_pylist() for c in aggregate.key), strict=True))
-        every = zip(*(rows.column(c).to_pylist() for c in aggregate.key), strict=True)
+        left = set(state_rows.key_list(kept, aggregate.key))
+        every = state_rows.key_list(rows, aggregate.key)
         emptied = rows.filter(pa.array([key not in left for key in every], pa.bool_()))
         return kept, emptied
 
@@ -288,7 +319,9 @@ class KeyedMerge:
                 schema = aggregate.schema.to_pyarrow()
                 seeds = state_rows.table(self.partial_seeds(conn, aggregate.view), schema)
                 partial = self._run(aggregate.merge_query, in_before=seeds, in_fresh=partial)
-            states[aggregate.view] = state_rows.rows(self._db, partial, aggregate.key)
+            states[aggregate.view] = state_rows.rows(
+                self._db, partial, aggregate.key, aggregate.link
+            )
             totals = self._run(aggregate.totals_query, in_partial=partial)
             states[totals_name(aggregate.view)] = state_rows.rows(
                 self._db, totals, aggregate.total_key
