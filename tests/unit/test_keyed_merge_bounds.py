@@ -1,22 +1,88 @@
-"""The state a stream writes back for a pattern bounded by the watermark
-(``stream_engine.keyed_merge.KeyedMerge.bounded``), on DuckDB alone: no store needed."""
+"""The keyed merge of a pattern whose finish joins its rows (``search_conversions``: a search's
+row and its searcher's orders, ``PartialAggregate.link``), and the state it writes back bounded
+by the least watermark of all partitions (``stream_engine.keyed_merge.KeyedMerge.touched``,
+``bounded``), on DuckDB with the store's reads and writes kept in memory (``MemoryState``):
+no store needed.
+
+Streamed micro-batch by micro-batch, with the late events dropped and the state expired as
+the engine does, a log's ``search_conversions`` totals are the oracle's: a search is reached
+through either key (a new order re-derives the user's stored searches; a new click, another
+user's on another partition included, derives its search with the searcher's stored orders),
+and expiry never takes what an event that is not late still needs.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
 
 from core.catalog import PATTERN_WINDOW_MS
 from core.event_clock import EventClocks
+from core.events import Rejected, parse_event
+from core.oracle import compute_views, late_event_ids
+from core.store.state import StateKeys, StateUpdate, totals_name
 from core.times import MINUTE_MS
 from core.views import PARTIALS
-from core.views.tables import EVENTS
-from stream_engine.keyed_merge import KeyedMerge
+from core.views.partials import ROWS
+from core.views.tables import EVENTS, PROFILES
+from stream_engine import state_rows
+from stream_engine.keyed_merge import KeyedMerge, Merged
+from tests.unit.test_partial_laws import (
+    EVENT_PARTITIONS,
+    LAW_SETTINGS,
+    Split,
+    Workload,
+    _line_partition,
+    _sort_key,
+    arrow_inputs,
+    boundary_workloads,
+)
+from tests.unit.test_spark_views import duckdb_rows, event
+
+if TYPE_CHECKING:
+    import psycopg
 
 T = 1_793_527_200_000  # 2026-11-01T10:00:00Z
 PATTERN = PARTIALS["search_conversions"]
+NO_CONN = cast("psycopg.Connection", None)  # the reads go to MemoryState
+
+
+class MemoryState:
+    """A stream's keyed state as ``core.store.state`` keeps it (value and link per key), in
+    memory: what ``KeyedMerge`` reads (``_load``, ``_load_linked``) and its updates applied."""
+
+    def __init__(self) -> None:
+        self.states: dict[str, dict[tuple[str, int], tuple[str, str | None]]] = {}
+
+    def load(self, _conn: psycopg.Connection, name: str, keys: StateKeys) -> list[str]:
+        rows = self.states.get(name, {})
+        return [rows[k][0] for k in zip(keys.texts, keys.ms, strict=True) if k in rows]
+
+    def load_linked(self, _conn: psycopg.Connection, name: str, links: list[str]) -> list[str]:
+        wanted = set(links)
+        return [value for value, link in self.states.get(name, {}).values() if link in wanted]
+
+    def apply(self, updates: Sequence[StateUpdate]) -> None:
+        """As ``core.store.state.apply``: each update's deletes, then its upserts."""
+        for update in updates:
+            rows = self.states.setdefault(update.name, {})
+            for key in zip(update.deletes.texts, update.deletes.ms, strict=True):
+                rows.pop(key, None)
+            upserts = update.upserts
+            for text, ms, value, link in zip(
+                upserts.keys.texts, upserts.keys.ms, upserts.values, upserts.link_column(),
+                strict=True,
+            ):  # fmt: skip
+                rows[(text, ms)] = (value, link)
+
+    def table(self, name: str, schema: pa.Schema) -> pa.Table:
+        return state_rows.table([v for v, _ in self.states.get(name, {}).values()], schema)
 
 
 @pytest.fixture
@@ -26,10 +92,23 @@ def keyed() -> Iterator[KeyedMerge]:
     merge.close()
 
 
+@pytest.fixture
+def store(keyed: KeyedMerge, monkeypatch: pytest.MonkeyPatch) -> MemoryState:
+    memory = MemoryState()
+    monkeypatch.setattr(keyed, "_load", memory.load)
+    monkeypatch.setattr(keyed, "_load_linked", memory.load_linked)
+    return memory
+
+
+def _events(rows: list[dict[str, object]]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=EVENTS.to_pyarrow())
+
+
+NO_PROFILES = PROFILES.to_pyarrow().empty_table()
+
+
 def _partial(keyed: KeyedMerge, rows: list[dict[str, object]]) -> pa.Table:
-    events = pa.Table.from_pylist(rows, schema=EVENTS.to_pyarrow())
-    profiles = pa.table({"user_id": pa.array([], pa.string())})
-    return keyed._run(PATTERN.partial_query, in_events=events, in_profiles=profiles)
+    return keyed._run(PATTERN.partial_query, in_events=_events(rows), in_profiles=NO_PROFILES)
 
 
 def _event(event_id: str, type_: str, user: str, ts: int, partition: int, **fields: object) -> dict:
@@ -44,22 +123,57 @@ def _event(event_id: str, type_: str, user: str, ts: int, partition: int, **fiel
     }
 
 
-def test_facts_past_their_bound_leave_and_an_emptied_user_is_deleted(keyed: KeyedMerge) -> None:
+def _merge(
+    keyed: KeyedMerge,
+    store: MemoryState,
+    events: pa.Table,
+    watermarks: Mapping[int, int | None] | None = None,
+) -> Merged:
+    """One micro-batch of `search_conversions` through the keyed merge, written to `store`."""
+    merged = Merged()
+    keyed._additive(NO_CONN, PATTERN, events, NO_PROFILES, merged, watermarks)
+    store.apply(merged.updates)
+    return merged
+
+
+def _totals(store: MemoryState) -> dict[tuple[str, int], tuple[int, int, int]]:
+    """The stored totals: (query, window start) -> (searches, clicked, converted)."""
+    table = store.table(totals_name(PATTERN.view), PATTERN.totals_schema.to_pyarrow())
+    return {
+        (r["query"], r["_window_start_ms"]): (r["searches"], r["clicked"], r["converted"])
+        for r in table.to_pylist()
+        if r[ROWS] > 0
+    }
+
+
+# --- expiry by the least watermark ----------------------------------------------------------------
+
+
+def test_the_least_watermark_of_all_partitions_expires_and_an_emptied_row_is_deleted(
+    keyed: KeyedMerge,
+) -> None:
     partial = _partial(
         keyed,
         [
             _event("s-old", "search", "u-1", T, 0, query="q"),
             _event("s-new", "search", "u-1", T + 30 * MINUTE_MS, 0, query="q"),
-            _event("s-2", "search", "u-2", T, 0, query="q"),
-            _event("s-3", "search", "u-3", T, 1, query="q"),  # another partition's clock
+            _event("o-old", "order", "u-2", T, 0, amount_cents=1),
+            _event("c-stray", "click", "u-3", T, 1, search_id="s-none"),
         ],
     )
-    # Partition 0's watermark 1 ms past the old searches' bound; partition 1's before it.
-    marks = {0: T + PATTERN_WINDOW_MS + 1, 1: T + PATTERN_WINDOW_MS}
+    # Partition 1's watermark, the least, 1 ms past the old facts' bound.
+    marks = {0: T + 2 * PATTERN_WINDOW_MS, 1: T + PATTERN_WINDOW_MS + 1}
     kept, emptied = keyed.bounded(PATTERN, partial, marks)
-    searches = {r["user_id"]: [s["event_id"] for s in r["searches"]] for r in kept.to_pylist()}
-    assert searches == {"u-1": ["s-new"], "u-3": ["s-3"]}
-    assert emptied.column("user_id").to_pylist() == ["u-2"]
+    assert kept.column("row_key").to_pylist() == ["search:s-new"]
+    assert sorted(emptied.column("row_key").to_pylist()) == [
+        "search:s-none",
+        "search:s-old",
+        "user:u-2",
+    ]
+    # A partition at the bound itself, or one not read yet (None), keeps them all.
+    for lagging in ({0: marks[0], 1: T + PATTERN_WINDOW_MS}, {0: marks[0], 1: None}):
+        kept, emptied = keyed.bounded(PATTERN, partial, lagging)
+        assert kept.num_rows == partial.num_rows and emptied.num_rows == 0
 
 
 def test_without_watermarks_or_for_an_unbounded_state_everything_is_written(
@@ -77,3 +191,146 @@ def test_thresholds_are_each_partitions_clock_less_the_delay() -> None:
     clocks = EventClocks({1: T + 5, 0: T})
     assert clocks.thresholds(10) == {0: T - 10, 1: T - 5}
     assert EventClocks().thresholds(10) == {}
+
+
+# --- the joined path: a search reached through either key -----------------------------------------
+
+
+def test_a_new_order_re_derives_the_users_stored_searches(
+    keyed: KeyedMerge, store: MemoryState
+) -> None:
+    """Batch 1: u-1's search and u-3's click on it (partition 1); batch 2: u-1's order, which
+    touches only the key ``user:u-1``: the link finds the stored search and converts it."""
+    _merge(
+        keyed,
+        store,
+        _events(
+            [
+                _event("s-1", "search", "u-1", T, 0, query="q"),
+                _event("c-1", "click", "u-3", T + 5 * MINUTE_MS, 1, search_id="s-1"),
+            ]
+        ),
+    )
+    assert _totals(store) == {("q", T): (1, 1, 0)}
+    merged = _merge(
+        keyed, store, _events([_event("o-1", "order", "u-1", T + 9 * MINUTE_MS, 0, amount_cents=1)])
+    )
+    assert _totals(store) == {("q", T): (1, 1, 1)}
+    assert merged.state_rows[PATTERN.view] == 1  # the user's row, new
+
+
+def test_a_click_from_a_lagging_partition_still_counts_and_converts(
+    keyed: KeyedMerge, store: MemoryState
+) -> None:
+    """The searcher's partition far ahead, the clicker's an hour behind: the least watermark
+    keeps the search and the order until the click comes, which then converts the search (a
+    per-partition expiry would have dropped both with partition 0's clock)."""
+    ahead = T + 3 * PATTERN_WINDOW_MS
+    batch = [
+        _event("s-1", "search", "u-1", T, 0, query="q"),
+        _event("o-1", "order", "u-1", T + 40 * MINUTE_MS, 0, amount_cents=1),
+        _event("p-1", "page_view", "u-1", ahead, 0, page="/p"),
+    ]
+    _merge(keyed, store, _events(batch), {0: ahead, 1: T})
+    assert sorted(store.states[PATTERN.view]) == [("search:s-1", 0), ("user:u-1", 0)]
+    click = _event("c-1", "click", "u-3", T + 20 * MINUTE_MS, 1, search_id="s-1")
+    _merge(keyed, store, _events([click]), {0: ahead, 1: T + 20 * MINUTE_MS})
+    assert _totals(store) == {("q", T): (1, 1, 1)}
+    # Once partition 1 passes the bound too, the pattern's facts leave the state on touch.
+    late_click = _event("c-2", "click", "u-3", T + 2 * PATTERN_WINDOW_MS, 1, search_id="s-1")
+    _merge(keyed, store, _events([late_click]), {0: ahead, 1: T + 2 * PATTERN_WINDOW_MS})
+    assert store.states[PATTERN.view] == {}
+    assert _totals(store) == {("q", T): (1, 1, 1)}  # final, and kept
+
+
+# --- any log, any micro-batches: the oracle's totals ---------------------------------------------
+
+
+def _micro_batches(data: st.DataObject, workload: Workload, batches: int) -> list[int]:
+    """Per line of the log, its micro-batch: each partition's lines cut into `batches`
+    consecutive runs (a stream reads a partition in offset order)."""
+    parts = [_line_partition(line) for line in workload.events]
+    batch_of = [0] * len(parts)
+    for partition in range(EVENT_PARTITIONS):
+        offsets = [i for i, p in enumerate(parts) if p == partition]
+        cuts = sorted(
+            data.draw(st.integers(0, len(offsets)), f"cut {partition}") for _ in range(batches - 1)
+        )
+        for n, offset in enumerate(offsets):
+            batch_of[offset] = sum(cut <= n for cut in cuts)
+    return batch_of
+
+
+@settings(LAW_SETTINGS, max_examples=40)
+@given(
+    workload=boundary_workloads(),
+    data=st.data(),
+    batches=st.integers(1, 4),
+    delay=st.sampled_from((0, 10 * MINUTE_MS, 30 * MINUTE_MS)),
+)
+def test_streamed_with_expiry_the_totals_are_the_oracles(
+    keyed: KeyedMerge,
+    store: MemoryState,
+    workload: Workload,
+    data: st.DataObject,
+    batches: int,
+    delay: int,
+) -> None:
+    store.states.clear()  # one store per example (the fixtures are the test's)
+    batch_of = _micro_batches(data, workload, batches)
+    records = [(_line_partition(v), i, v) for i, v in enumerate(workload.events)]
+    late = late_event_ids(records, delay)
+    note(f"batches {batch_of}, late {sorted(late)}")
+    ids = {}
+    for index, line in enumerate(workload.events):
+        parsed = parse_event(line)
+        if not isinstance(parsed, Rejected):
+            ids.setdefault(parsed.event_id, batch_of[index])  # the first occurrence's batch
+    inputs = arrow_inputs(workload, Split(1, dict.fromkeys(ids, 0), (0,) * len(workload.profiles)))
+    events = inputs.part()["in_events"]
+    clocks: dict[int, int] = {}
+    for batch in range(batches):
+        in_batch = [event_id for event_id, b in ids.items() if b == batch]
+        read = events.filter(pc.is_in(events.column("event_id"), pa.array(in_batch, pa.string())))
+        for row in read.select(["partition", "event_ts"]).to_pylist():
+            clocks[row["partition"]] = max(
+                clocks.get(row["partition"], row["event_ts"]), row["event_ts"]
+            )
+        on_time = read.filter(
+            pc.invert(pc.is_in(read.column("event_id"), pa.array(sorted(late), pa.string())))
+        )
+        marks = {p: (clocks[p] - delay if p in clocks else None) for p in range(EVENT_PARTITIONS)}
+        _merge(keyed, store, on_time, marks)
+    expected = compute_views(workload.events, keep=lambda e: e.event_id not in late)
+    table = store.table(totals_name(PATTERN.view), PATTERN.totals_schema.to_pyarrow())
+    table = table.filter(pc.greater(table.column(ROWS), 0))
+    got = duckdb_rows(keyed._run(PATTERN.finish_totals_query, in_totals=table), PATTERN.view)
+    want = sorted(expected.views[PATTERN.view], key=_sort_key(PATTERN.view))
+    assert got == want
+
+
+def test_a_hand_made_cross_user_log_streamed_one_event_at_a_time(
+    keyed: KeyedMerge, store: MemoryState
+) -> None:
+    """Each event its own micro-batch, in log order: the search, another user's click (on
+    another partition), the clicker's order (no conversion), the searcher's order."""
+    lines = (
+        event("s-1", "search", "u-1", T, query="q"),
+        event("c-1", "click", "u-2", T + MINUTE_MS, page="/p", search_id="s-1"),
+        event("o-2", "order", "u-2", T + 2 * MINUTE_MS, amount_cents=1),
+        event("o-1", "order", "u-1", T + 3 * MINUTE_MS, amount_cents=1),
+    )
+    workload = Workload(lines, ())
+    ids = [e.event_id for _, e in workload.first_events()]
+    events = arrow_inputs(workload, Split(1, dict.fromkeys(ids, 0), ())).part()["in_events"]
+    steps: list[Any] = []
+    for event_id in ("s-1", "c-1", "o-2", "o-1"):
+        one = events.filter(pc.equal(events.column("event_id"), event_id))
+        _merge(keyed, store, one)
+        steps.append(_totals(store))
+    assert steps == [
+        {("q", T): (1, 0, 0)},
+        {("q", T): (1, 1, 0)},
+        {("q", T): (1, 1, 0)},
+        {("q", T): (1, 1, 1)},
+    ]
