@@ -281,7 +281,7 @@ def test_streamed_with_expiry_the_totals_are_the_oracles(
     records = [(_line_partition(v), i, v) for i, v in enumerate(workload.events)]
     late = late_event_ids(records, delay)
     note(f"batches {batch_of}, late {sorted(late)}")
-    ids = {}
+    ids: dict[str, int] = {}
     for index, line in enumerate(workload.events):
         parsed = parse_event(line)
         if not isinstance(parsed, Rejected):

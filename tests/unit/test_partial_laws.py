@@ -498,7 +498,7 @@ def draw_split(data: st.DataObject, workload: Workload, parts: int) -> Split:
         # "pattern_cutoff" at an hour edge there (Lambda's cutoff), "pattern_gaps" anywhere.
         gaps = _pattern_gaps([e for _, e in events])
         if how == "pattern_cutoff":
-            gaps = [(e, e) for lo, hi in gaps if (e := -(-lo // HOUR_MS) * HOUR_MS) <= hi]
+            gaps = [(edge, edge) for lo, hi in gaps if (edge := -(-lo // HOUR_MS) * HOUR_MS) <= hi]
         cuts = sorted(
             data.draw(st.integers(*data.draw(st.sampled_from(gaps or [(BASE, BASE)]))), "cut")
             for _ in range(parts - 1)
