@@ -40,7 +40,7 @@ import ibis
 import ibis.expr.types as ir
 
 import core.views.tables as tables
-from core.catalog import VIEWS
+from core.catalog import MATCH_COLUMNS, VIEWS
 from core.views.query import Query
 
 ROWS = "_rows"
@@ -216,6 +216,15 @@ class PartialAggregate:
         if self.matches is None:
             return None
         return Query(f"{self.view}.matches", self.matches(tables.table("partial", self.schema)))
+
+    @cached_property
+    def matches_view_query(self) -> Query | None:
+        """``in_events``, ``in_profiles`` -> the complex events of all of them:
+        ``matches(partial(events))`` (the batch's), or None for a view with none."""
+        if self.matches is None:
+            return None
+        expr = self.matches(self.partial_query.expr).select(*MATCH_COLUMNS)
+        return Query(f"{self.view}.matches_view", expr)
 
     @cached_property
     def expire_query(self) -> Query | None:

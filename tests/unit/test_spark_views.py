@@ -21,7 +21,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, TimestampType
 
-from core.catalog import SESSION_GAP_MS, UNKNOWN_SEGMENT, VIEW_NAMES, VIEWS
+from core.catalog import (
+    MATCH_COLUMNS,
+    MATCH_ORDER,
+    MATCH_TIME_FIELDS,
+    SESSION_GAP_MS,
+    UNKNOWN_SEGMENT,
+    VIEW_NAMES,
+    VIEWS,
+)
 from core.events import ProfileChange, parse_profile_line
 from core.ingestion import (
     first_in_log,
@@ -31,7 +39,7 @@ from core.ingestion import (
 )
 from core.oracle import compute_views, load_jsonl_values, load_profiles_jsonl
 from core.times import iso
-from core.views import PARTIALS, compute_all, compute_view, keep
+from core.views import PARTIALS, compute_all, compute_matches, compute_view, keep
 from core.views.logic_versions import logic_query
 from core.views.query import on_duckdb, on_spark, with_timestamps
 from tests.unit.test_spark_parsing import (
@@ -108,6 +116,15 @@ def duckdb_views(events: DataFrame, profiles: DataFrame) -> dict[str, list[Row]]
         }
 
 
+def duckdb_matches(events: DataFrame, profiles: DataFrame) -> list[Row]:
+    """The pattern's complex events on DuckDB, from the same events and profiles as Arrow."""
+    query = PARTIALS["search_conversions"].matches_view_query
+    assert query is not None
+    inputs = {"in_events": events.toArrow(), "in_profiles": profiles.toArrow()}
+    with duckdb.connect() as con:
+        return match_rows(on_duckdb(con, query, **inputs).to_pylist())
+
+
 def assert_views_match_oracle(
     spark: SparkSession,
     event_lines: Sequence[bytes | None],
@@ -115,7 +132,8 @@ def assert_views_match_oracle(
     profiles: Sequence[ProfileChange],
 ) -> dict[str, list[Row]]:
     """Every Spark view equals the oracle's, row for row; the Spark rows by view."""
-    expected = compute_views(event_lines, profiles).views
+    result = compute_views(event_lines, profiles)
+    expected = result.views
     events = spark_events(spark, event_lines).cache()
     try:
         spark_profile_frame = spark_profiles(spark, profile_lines)
@@ -123,6 +141,10 @@ def assert_views_match_oracle(
         assert tuple(frames) == VIEW_NAMES
         got = {name: view_rows(frame, name) for name, frame in frames.items()}
         on_duck = duckdb_views(events, spark_profile_frame)
+        spark_matches = spark_match_rows(
+            compute_matches("search_conversions", events, spark_profile_frame)
+        )
+        duck_matches = duckdb_matches(events, spark_profile_frame)
     finally:
         events.unpersist()
     for name in VIEW_NAMES:
@@ -131,7 +153,40 @@ def assert_views_match_oracle(
         assert on_duck[name] == want, (
             f"{name}: DuckDB {len(on_duck[name])} rows, oracle {len(want)}"
         )
+    want_matches = sorted(result.matches, key=_match_order)
+    assert spark_matches == want_matches, (
+        f"matches: Spark {len(spark_matches)}, oracle {len(want_matches)}"
+    )
+    assert duck_matches == want_matches, (
+        f"matches: DuckDB {len(duck_matches)}, oracle {len(want_matches)}"
+    )
+    got[MATCHES] = spark_matches
     return got
+
+
+MATCHES = "search_conversions/matches"
+"""``assert_views_match_oracle``'s answer: the pattern's complex events beside the views."""
+
+
+def _match_order(row: Row) -> tuple[Any, ...]:
+    return tuple(row[c] for c in MATCH_ORDER)
+
+
+def match_rows(rows: Sequence[Row]) -> list[Row]:
+    """Matches with epoch-ms times as the oracle gives them: ISO times, in reading order."""
+    shown = [
+        {c: iso(r[c]) if c in MATCH_TIME_FIELDS else r[c] for c in MATCH_COLUMNS} for r in rows
+    ]
+    return sorted(shown, key=_match_order)
+
+
+def spark_match_rows(frame: DataFrame) -> list[Row]:
+    """``compute_matches``' rows (timestamps) as the oracle gives them."""
+    assert tuple(frame.columns) == MATCH_COLUMNS
+    selected = [
+        F.unix_millis(c).alias(c) if c in MATCH_TIME_FIELDS else F.col(c) for c in MATCH_COLUMNS
+    ]
+    return match_rows([r.asDict() for r in frame.select(*selected).collect()])
 
 
 # --- generated workloads --------------------------------------------------------------------------
@@ -154,8 +209,9 @@ def test_views_equal_the_oracle_on_a_generated_workload(
         load_jsonl_values(profiles_path),
         load_profiles_jsonl(profiles_path),
     )
-    # The workload reaches the interesting parts of every view.
+    # The workload reaches the interesting parts of every view, and completes patterns.
     assert all(got[name] for name in VIEW_NAMES)
+    assert got[MATCHES]
     assert any(row["segment"] == UNKNOWN_SEGMENT for row in got["revenue_by_segment"])
     assert any(0 < row["ctr"] < 1 for row in got["search_ctr"])
     assert any(row["events"] > 1 for row in got["sessions"])
