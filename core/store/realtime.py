@@ -18,10 +18,10 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 from psycopg.types.json import Jsonb
 
-from core.catalog import VIEWS
+from core.catalog import MATCH_VIEWS, VIEWS
 from core.event_clock import EventClocks
 from core.store import state
-from core.store.schema import primary_key, realtime_table, rows_per_view
+from core.store.schema import primary_key, realtime_matches_table, realtime_table, rows_per_view
 from core.store.sessions import IN_REACH, reach_parameters
 from core.store.streams import archiver_stream
 from core.times import HOUR_MS, optional_ms, optional_timestamp
@@ -247,10 +247,14 @@ def replace_all(conn: psycopg.Connection, stream: str, changes: Sequence[Change]
 
 
 def drop_stream(conn: psycopg.Connection, stream: str) -> None:
-    """Delete every real-time row and the progress of a stream (a retired Kappa version)."""
+    """Delete every real-time row (views and matches) and the progress of a stream (a retired
+    Kappa version)."""
     with conn.transaction():
         for view in VIEWS:
             conn.execute(f"delete from {realtime_table(view)} where stream = %s", (stream,))
+        for view in MATCH_VIEWS:
+            table = realtime_matches_table(view)
+            conn.execute(f"delete from {table} where stream = %s", (stream,))
         conn.execute("delete from stream_progress where stream = %s", (stream,))
         state.drop(conn, stream)
 

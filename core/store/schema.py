@@ -7,6 +7,9 @@
 - `batch_<view>`: batch views, every row tagged with its version.
 - `rt_<view>`: real-time views, keyed by stream (`lambda-speed`, `kappa-v3`, ...) and the
   view's key; written by idempotent keyed upserts.
+- `batch_<view>_matches`, `rt_<view>_matches`: a pattern view's complex events
+  (``core.catalog.MATCH_VIEWS``: `search_conversions`), one per converted search, tagged like
+  the view's rows (version; stream) and read in the same snapshot.
 - `stream_progress`: per stream, the last committed micro-batch (for exactly-once upserts),
   the watermark, and the counts of late-dropped and quarantined records.
 - `stream_state`, `stream_late`, `stream_quarantine`: the streams' keyed state and audit
@@ -25,7 +28,15 @@ import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from core.catalog import VIEWS, ViewSpec
+from core.catalog import (
+    MATCH_COLUMNS,
+    MATCH_KEY,
+    MATCH_ORDER,
+    MATCH_TIME_FIELDS,
+    MATCH_VIEWS,
+    VIEWS,
+    ViewSpec,
+)
 from core.store import batch_inputs, comparison_reports, quality_results, state, step_runs
 
 if TYPE_CHECKING:
@@ -40,6 +51,14 @@ def batch_table(view: str) -> str:
 
 def realtime_table(view: str) -> str:
     return f"rt_{view}"
+
+
+def batch_matches_table(view: str) -> str:
+    return f"batch_{view}_matches"
+
+
+def realtime_matches_table(view: str) -> str:
+    return f"rt_{view}_matches"
 
 
 def rows_per_view(
@@ -60,6 +79,31 @@ def _columns(spec: ViewSpec) -> list[str]:
         + [f"{field} timestamptz not null" for field in spec.time_fields]
         + [f"{value} {_VALUE_TYPES.get(value, 'bigint')} not null" for value in spec.values]
     )
+
+
+def _match_columns() -> list[str]:
+    return [
+        f"{c} {'timestamptz' if c in MATCH_TIME_FIELDS else 'text'} not null" for c in MATCH_COLUMNS
+    ]
+
+
+def _match_tables(view: str) -> list[str]:
+    """A pattern view's matches, per version and per stream: keyed by the search, with an index
+    in reading order (query in the C collation, window, search id), as a view's key order."""
+    columns = ", ".join(_match_columns())
+    key = ", ".join(MATCH_KEY)
+    order = ", ".join(c if c in MATCH_TIME_FIELDS else f'{c} collate "C"' for c in MATCH_ORDER)
+    statements = []
+    for table, tag, tag_type in (
+        (batch_matches_table(view), "version", "integer"),
+        (realtime_matches_table(view), "stream", "text"),
+    ):
+        statements += [
+            f"create table if not exists {table} "
+            f"({tag} {tag_type} not null, {columns}, primary key ({tag}, {key}))",
+            f"create index if not exists {table}_key_order on {table} ({tag}, {order})",
+        ]
+    return statements
 
 
 def primary_key(spec: ViewSpec) -> tuple[str, ...]:
@@ -138,6 +182,8 @@ def ddl() -> list[str]:
         if spec.keys:  # without keys the primary key is already in reading order
             statements.append(key_order_index(batch_table(spec.name), "version", spec))
             statements.append(key_order_index(realtime_table(spec.name), "stream", spec))
+    for view in MATCH_VIEWS:
+        statements += _match_tables(view)
     return statements
 
 
