@@ -46,8 +46,6 @@ MATCH_KEY = ("search_id",)
 """A match's identity within a version or stream: one match per converted search."""
 MATCH_ORDER = ("query", "window_start", "search_id")
 """The order readers get matches in."""
-MATCH_VIEWS = ("search_conversions",)
-"""The views whose partial emits complex events (``PartialAggregate.matches``)."""
 
 UNKNOWN_SEGMENT = "unknown"
 """Segment of an order whose user has no profile, or a tombstone, as of the order's event_ts."""
@@ -70,6 +68,12 @@ class ViewSpec:
     """Size of the window; ``None`` for session windows and the current state."""
     hop_ms: int | None = None
     """A hopping window's hop (a window starts every hop); ``None``: tumbling."""
+    order_after: tuple[str, ...] = ()
+    """Text value columns that follow the window's start in the reading order, where keys and
+    window do not name a row alone (a view's matches: the search id)."""
+    instants: tuple[str, ...] = ()
+    """Value columns that are instants (a match's event times): epoch ms in the view logic,
+    timestamps in the store, ISO 8601 when served."""
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -116,6 +120,29 @@ VIEWS: dict[str, ViewSpec] = {
         ),
     )
 }
+
+MATCH_SPECS: dict[str, ViewSpec] = {
+    "search_conversions": ViewSpec(
+        "search_conversions_matches",
+        ("query",),
+        WINDOW_FIELDS,
+        ("search_id", "user_id", "search_ts", "click_id", "click_ts", "order_id", "order_ts"),
+        HOUR_MS,
+        order_after=("search_id",),
+        instants=("search_ts", "click_ts", "order_ts"),
+    ),
+}
+"""A pattern view -> its complex events as a table of the store and a page of the API (not a
+view: the views are ``VIEWS``). Keyed and windowed as the view, one row per converted search,
+read in ``MATCH_ORDER``; its name is its tables' (``batch_<name>``, ``rt_<name>``)."""
+assert all(spec.columns == MATCH_COLUMNS for spec in MATCH_SPECS.values())
+assert all(
+    (*spec.keys, spec.time_fields[0], *spec.order_after) == MATCH_ORDER
+    for spec in MATCH_SPECS.values()
+)
+
+MATCH_VIEWS: tuple[str, ...] = tuple(MATCH_SPECS)
+"""The views whose partial emits complex events (``PartialAggregate.matches``)."""
 
 VIEW_NAMES: tuple[str, ...] = tuple(VIEWS)
 VIEW_KEYS: dict[str, tuple[str, ...]] = {name: spec.keys for name, spec in VIEWS.items()}

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from core.catalog import (
     MATCH_COLUMNS,
     MATCH_KEY,
-    MATCH_ORDER,
+    MATCH_SPECS,
     MATCH_TIME_FIELDS,
     MATCH_VIEWS,
     VIEWS,
@@ -54,11 +54,11 @@ def realtime_table(view: str) -> str:
 
 
 def batch_matches_table(view: str) -> str:
-    return f"batch_{view}_matches"
+    return batch_table(MATCH_SPECS[view].name)
 
 
 def realtime_matches_table(view: str) -> str:
-    return f"rt_{view}_matches"
+    return realtime_table(MATCH_SPECS[view].name)
 
 
 def rows_per_view(
@@ -92,7 +92,6 @@ def _match_tables(view: str) -> list[str]:
     in reading order (query in the C collation, window, search id), as a view's key order."""
     columns = ", ".join(_match_columns())
     key = ", ".join(MATCH_KEY)
-    order = ", ".join(c if c in MATCH_TIME_FIELDS else f'{c} collate "C"' for c in MATCH_ORDER)
     statements = []
     for table, tag, tag_type in (
         (batch_matches_table(view), "version", "integer"),
@@ -101,7 +100,7 @@ def _match_tables(view: str) -> list[str]:
         statements += [
             f"create table if not exists {table} "
             f"({tag} {tag_type} not null, {columns}, primary key ({tag}, {key}))",
-            f"create index if not exists {table}_key_order on {table} ({tag}, {order})",
+            key_order_index(table, tag, MATCH_SPECS[view]),
         ]
     return statements
 
@@ -114,17 +113,18 @@ def primary_key(spec: ViewSpec) -> tuple[str, ...]:
 
 def sort_columns(spec: ViewSpec) -> tuple[str, ...]:
     """The order readers get rows in: key fields, then the window's start (its end follows from
-    it), or a session's start and end (two sessions of a user may start together); a view of
-    the current state has its keys alone."""
+    it) and the text columns that tell its rows apart (``order_after``: a match's search id),
+    or a session's start and end (two sessions of a user may start together); a view of the
+    current state has its keys alone."""
     if spec.window_ms is not None:
-        return (*spec.keys, spec.time_fields[0])
+        return (*spec.keys, spec.time_fields[0], *spec.order_after)
     return (*spec.keys, *spec.time_fields)
 
 
 def key_order_index(table: str, tag: str, spec: ViewSpec) -> str:
-    """A btree in reading order (keys in the C collation); the primary key's own is in the
+    """A btree in reading order (text in the C collation); the primary key's own is in the
     database's collation, and stops at the window's start."""
-    columns = [f'{c} collate "C"' if c in spec.keys else c for c in sort_columns(spec)]
+    columns = [c if c in spec.time_fields else f'{c} collate "C"' for c in sort_columns(spec)]
     return f"create index if not exists {table}_key_order on {table} ({tag}, {', '.join(columns)})"
 
 
