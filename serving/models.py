@@ -67,6 +67,35 @@ class ViewResponse(BaseModel):
     meta: ViewMeta
 
 
+class Match(BaseModel):
+    """One complex event of a pattern view: a converted search and the events that matched."""
+
+    query: str
+    window_start: str = Field(description="The search's window (ISO 8601 UTC), as the view's.")
+    window_end: str
+    search_id: str
+    user_id: str = Field(description="The searcher's (the order is theirs).")
+    search_ts: str
+    click_id: str = Field(
+        description="The earliest click on the search in its 30-minute span, by any user."
+    )
+    click_ts: str
+    order_id: str = Field(
+        description="The searcher's earliest order from that click to 60 minutes after the "
+        "search (ties by log order)."
+    )
+    order_ts: str
+
+
+class MatchesResponse(BaseModel):
+    view: str
+    matches: list[Match] = Field(
+        description="One per converted search, sorted by query, window start and search id; "
+        "paginated as a view's rows (`limit`, `cursor`)."
+    )
+    meta: ViewMeta
+
+
 STORE_UNAVAILABLE: dict[int | str, dict[str, Any]] = {
     503: {"model": ErrorBody, "description": "The serving store cannot be reached."}
 }
