@@ -20,15 +20,22 @@ from typing import TYPE_CHECKING, Final
 from batch_layer import inputs
 from batch_layer.errors import NothingNewError
 from core import ingestion
-from core.catalog import LOOKAHEAD_MS, VIEWS
+from core.catalog import LOOKAHEAD_MS, MATCH_COLUMNS, MATCH_VIEWS, VIEWS
 from core.frames import empty_profiles
 from core.master_dataset import PARTITION_COLUMNS, RAW_COLUMNS, MasterDataset, require_raw
 from core.settings import Architecture, Settings
 from core.store import bulk, state, versions
-from core.store.schema import batch_table
+from core.store.schema import batch_matches_table, batch_table
 from core.store.streams import batch_partials_stream
 from core.times import to_timestamp
-from core.views import PARTIALS, VIEW_INPUT_COLUMNS, compute_partial, compute_view, keep
+from core.views import (
+    PARTIALS,
+    VIEW_INPUT_COLUMNS,
+    compute_matches,
+    compute_partial,
+    compute_view,
+    keep,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -267,6 +274,35 @@ def batch_views(
             view = compute_view(name, window_input, profiles)
             result[name] = view.where(F.col("window_start") < cutoff)
     return result
+
+
+def batch_matches(
+    events: DataFrame,
+    profiles: DataFrame,
+    cutoff_ms: int,
+    logic: Query | None = None,
+) -> dict[str, DataFrame]:
+    """The complex events of each pattern view (``core.catalog.MATCH_VIEWS``) whose search is
+    before the cutoff, from the input of its tumbling view (events up to the cutoff plus the
+    lookahead, so a search just before the cutoff sees its click and its order); the speed
+    layer keeps those of later searches (``core.store.reads``)."""
+    from pyspark.sql import functions as F
+
+    window_input = keep(events, logic).where(F.col("event_ts") < cutoff_ms + LOOKAHEAD_MS)
+    cutoff = F.lit(to_timestamp(cutoff_ms))
+    return {
+        name: compute_matches(name, window_input, profiles).where(F.col("window_start") < cutoff)
+        for name in MATCH_VIEWS
+    }
+
+
+def write_matches(settings: Settings, matches: dict[str, DataFrame], version: int) -> None:
+    """Append each pattern view's matches, tagged ``version``, to its batch matches table."""
+    from pyspark.sql import functions as F
+
+    for name, frame in matches.items():
+        rows = frame.select(F.lit(version).alias("version"), *MATCH_COLUMNS)
+        bulk.append(settings, batch_matches_table(name), rows)
 
 
 def batch_partials(

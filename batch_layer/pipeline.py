@@ -39,6 +39,7 @@ from batch_layer.job import (
     LAMBDA,
     BatchInput,
     BatchResult,
+    batch_matches,
     batch_partials,
     batch_views,
     checked_events,
@@ -49,6 +50,7 @@ from batch_layer.job import (
     read_master_events,
     read_master_profiles,
     require_input,
+    write_matches,
     write_partials,
     write_version,
 )
@@ -212,6 +214,7 @@ def compute(
         profiles = read_master_profiles(spark, master)
         views = batch_views(history, profiles, cutoff_ms, chosen_logic)
         partials = batch_partials(history, profiles, cutoff_ms, chosen_logic)
+        matches = batch_matches(history, profiles, cutoff_ms, chosen_logic)
         with connect(settings) as conn:
             version = versions.begin_version(
                 conn,
@@ -224,6 +227,7 @@ def compute(
             try:
                 counts = write_version(conn, settings, views, version)
                 write_partials(conn, partials, version)
+                write_matches(settings, matches, version)
             except Exception:
                 versions.mark(conn, LAMBDA, version, "failed")
                 raise

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, TimestampType
 
+from batch_layer.job import batch_matches
 from core.catalog import (
     MATCH_COLUMNS,
     MATCH_ORDER,
@@ -391,6 +392,12 @@ def test_views_equal_the_oracle_on_boundary_cases(spark: SparkSession) -> None:
     assert [(m["search_id"], m["click_id"], m["order_id"]) for m in oracle] == [
         ("s-7", "c-7", "o-10")
     ]
+    # Lambda's batch keeps the matches of searches before its cutoff: s-7's (11:10) with a
+    # cutoff at 12:00; with one at 11:00 it is the speed layer's, and the batch has none.
+    events, profiles = spark_events(spark, EDGE_EVENTS), spark_profiles(spark, EDGE_PROFILES)
+    for cutoff, expected in ((at(12), oracle), (at(11), [])):
+        [batch] = batch_matches(events, profiles, cutoff).values()
+        assert spark_match_rows(batch) == expected, f"cutoff {iso(cutoff)}"
     revenue = {
         (r["segment"], r["window_start"]): r["revenue_cents"] for r in got["revenue_by_segment"]
     }
