@@ -42,8 +42,6 @@ MATCH_COLUMNS = (
 then the three events of the pattern; sorted by query, window and search id."""
 MATCH_TIME_FIELDS = ("window_start", "window_end", "search_ts", "click_ts", "order_ts")
 """A match's times: epoch ms from the view logic, timestamps in the store, ISO when served."""
-MATCH_KEY = ("search_id",)
-"""A match's identity within a version or stream: one match per converted search."""
 MATCH_ORDER = ("query", "window_start", "search_id")
 """The order readers get matches in."""
 

@@ -27,7 +27,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.catalog import VIEWS
+from core.catalog import MATCH_SPECS, VIEWS
 from core.store import sessions, state
 from core.store.realtime import Change, Replacement, Upsert
 from core.store.state import StateKeys, StateRows, StateUpdate, totals_name
@@ -231,7 +231,21 @@ class KeyedMerge:
         rows = store_rows(self._run(aggregate.finish_totals_query, in_totals=kept), spec)
         deleted = store_rows(self._run(aggregate.finish_totals_query, in_totals=gone), spec)
         merged.changes.append(Upsert(view, rows, deleted))
+        if aggregate.matches_query is not None:
+            merged.changes.append(self._matches(aggregate, before, after))
         return fresh.num_rows
+
+    def _matches(self, aggregate: PartialAggregate, before: pa.Table, after: pa.Table) -> Upsert:
+        """A pattern view's complex events of the touched rows, replaced: those of `after`
+        upserted (a later click or order can still change a match until its search expires),
+        those of `before` whose search has none in `after` deleted. An expired search's match
+        is in neither, and stays."""
+        assert aggregate.matches_query is not None
+        spec = MATCH_SPECS[aggregate.view]
+        now = self._run(aggregate.matches_query, in_partial=after)
+        was = self._run(aggregate.matches_query, in_partial=before)
+        gone = was.filter(pc.invert(pc.is_in(was.column("search_id"), now.column("search_id"))))
+        return Upsert(spec.name, store_rows(now, spec), store_rows(gone, spec))
 
     def bounded(
         self,

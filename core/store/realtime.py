@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 from psycopg.types.json import Jsonb
 
-from core.catalog import MATCH_VIEWS, VIEWS
+from core.catalog import MATCH_SPECS, MATCH_VIEWS, VIEWS, ViewSpec
 from core.event_clock import EventClocks
 from core.store import state
 from core.store.schema import primary_key, realtime_matches_table, realtime_table, rows_per_view
@@ -71,7 +71,8 @@ class Replacement:
 
 @dataclass(frozen=True)
 class Upsert:
-    """Changed rows of a view, by primary key, and rows (by their key) that no longer exist."""
+    """Changed rows of a view, by primary key, and rows (by their key) that no longer exist; or
+    of a pattern view's matches (`view` is then ``MATCH_SPECS[...].name``)."""
 
     view: str
     rows: Sequence[tuple] = ()
@@ -120,9 +121,17 @@ def claim(progress: StreamProgress, checkpoint_id: str) -> StreamProgress:
     return progress
 
 
+def _spec(name: str) -> ViewSpec:
+    """A view's spec, or a pattern view's matches' (``MATCH_SPECS``: their own table)."""
+    return VIEWS.get(name) or _MATCHES[name]
+
+
+_MATCHES = {spec.name: spec for spec in MATCH_SPECS.values()}
+
+
 def _upsert(conn: psycopg.Connection, stream: str, change: Upsert) -> None:
     table = realtime_table(change.view)
-    spec = VIEWS[change.view]
+    spec = _spec(change.view)
     key = primary_key(spec)
     positions = [spec.columns.index(column) for column in key]
     if change.deleted:

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING
 
 from core.catalog import (
     MATCH_COLUMNS,
-    MATCH_KEY,
     MATCH_SPECS,
     MATCH_TIME_FIELDS,
     MATCH_VIEWS,
@@ -91,7 +90,7 @@ def _match_tables(view: str) -> list[str]:
     """A pattern view's matches, per version and per stream: keyed by the search, with an index
     in reading order (query in the C collation, window, search id), as a view's key order."""
     columns = ", ".join(_match_columns())
-    key = ", ".join(MATCH_KEY)
+    key = ", ".join(primary_key(MATCH_SPECS[view]))
     statements = []
     for table, tag, tag_type in (
         (batch_matches_table(view), "version", "integer"),
@@ -107,8 +106,8 @@ def _match_tables(view: str) -> list[str]:
 
 def primary_key(spec: ViewSpec) -> tuple[str, ...]:
     """A row's identity within a version or stream: its keys and the start of its window (or
-    session), if it has one."""
-    return (*spec.keys, *spec.time_fields[:1])
+    session), if it has one, and what tells its rows apart there (a match's search id)."""
+    return (*spec.keys, *spec.time_fields[:1], *spec.order_after)
 
 
 def sort_columns(spec: ViewSpec) -> tuple[str, ...]:

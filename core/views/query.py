@@ -130,13 +130,13 @@ def timestamps_of(
 
 def store_table(table: pa.Table, spec: ViewSpec) -> pa.Table:
     """A view's rows from DuckDB as the store's columns: ``spec.columns`` in order, the two
-    time fields (epoch ms) as UTC timestamps."""
+    time fields (epoch ms) as UTC timestamps (a match's event times too)."""
     import pyarrow as pa  # deferred: pyarrow
 
     columns = []
     for name in spec.columns:
         column = table.column(name)
-        if name in spec.time_fields:
+        if name in spec.time_fields or name in spec.instants:
             column = column.cast(pa.timestamp("ms", tz="UTC"))
         columns.append(column)
     return pa.table(columns, names=list(spec.columns))

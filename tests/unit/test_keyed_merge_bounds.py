@@ -22,10 +22,13 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from core.catalog import PATTERN_WINDOW_MS
+from core.catalog import MATCH_ORDER, MATCH_SPECS, PATTERN_WINDOW_MS
 from core.event_clock import EventClocks
 from core.events import Rejected, parse_event
 from core.oracle import compute_views, late_event_ids
+from core.store.reads import decode_rows
+from core.store.realtime import Change, Upsert
+from core.store.schema import primary_key
 from core.store.state import StateKeys, StateUpdate, totals_name
 from core.times import MINUTE_MS
 from core.views import PARTIALS
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
 
 T = 1_793_527_200_000  # 2026-11-01T10:00:00Z
 PATTERN = PARTIALS["search_conversions"]
+MATCHES = MATCH_SPECS["search_conversions"]
 NO_CONN = cast("psycopg.Connection", None)  # the reads go to MemoryState
 
 
@@ -59,6 +63,8 @@ class MemoryState:
 
     def __init__(self) -> None:
         self.states: dict[str, dict[tuple[str, int], tuple[str, str | None]]] = {}
+        self.matches: dict[tuple, tuple] = {}
+        """The stream's matches rows by primary key, as ``core.store.realtime`` upserts them."""
 
     def load(self, _conn: psycopg.Connection, name: str, keys: StateKeys) -> list[str]:
         rows = self.states.get(name, {})
@@ -80,6 +86,22 @@ class MemoryState:
                 strict=True,
             ):  # fmt: skip
                 rows[(text, ms)] = (value, link)
+
+    def apply_matches(self, changes: Sequence[Change]) -> None:
+        """The pattern's matches upserts: each one's deleted rows, then its rows, by key."""
+        key = [MATCHES.columns.index(c) for c in primary_key(MATCHES)]
+        for change in changes:
+            if change.view == MATCHES.name:
+                assert isinstance(change, Upsert)
+                for row in change.deleted:
+                    self.matches.pop(tuple(row[i] for i in key), None)
+                for row in change.rows:
+                    self.matches[tuple(row[i] for i in key)] = row
+
+    def match_rows(self) -> list[dict[str, Any]]:
+        """The stream's matches as the oracle spells them, in reading order."""
+        rows = decode_rows(MATCHES, list(self.matches.values()))
+        return sorted(rows, key=lambda r: tuple(r[c] for c in MATCH_ORDER))
 
     def table(self, name: str, schema: pa.Schema) -> pa.Table:
         return state_rows.table([v for v, _ in self.states.get(name, {}).values()], schema)
@@ -133,6 +155,7 @@ def _merge(
     merged = Merged()
     keyed._additive(NO_CONN, PATTERN, events, NO_PROFILES, merged, watermarks)
     store.apply(merged.updates)
+    store.apply_matches(merged.changes)
     return merged
 
 
@@ -277,6 +300,7 @@ def test_streamed_with_expiry_the_totals_are_the_oracles(
     delay: int,
 ) -> None:
     store.states.clear()  # one store per example (the fixtures are the test's)
+    store.matches.clear()
     batch_of = _micro_batches(data, workload, batches)
     records = [(_line_partition(v), i, v) for i, v in enumerate(workload.events)]
     late = late_event_ids(records, delay)
@@ -307,6 +331,10 @@ def test_streamed_with_expiry_the_totals_are_the_oracles(
     got = duckdb_rows(keyed._run(PATTERN.finish_totals_query, in_totals=table), PATTERN.view)
     want = sorted(expected.views[PATTERN.view], key=_sort_key(PATTERN.view))
     assert got == want
+    # And the complex events the stream upserted, expired searches' included, are the oracle's.
+    assert store.match_rows() == sorted(
+        expected.matches, key=lambda r: tuple(r[c] for c in MATCH_ORDER)
+    )
 
 
 def test_a_hand_made_cross_user_log_streamed_one_event_at_a_time(

@@ -49,7 +49,8 @@ def test_matches_are_tagged_like_the_views_and_keyed_by_their_search(
         assert types[name] == ("TIMESTAMPTZ" if name in MATCH_TIME_FIELDS else "TEXT"), name
     assert all(c.find(exp.NotNullColumnConstraint) for c in columns)
     [key] = [c for c in schema.expressions if isinstance(c, exp.PrimaryKey)]
-    assert [e.name for e in key.expressions] == [tag, "search_id"]  # one match per search
+    # One match per search, which has one query and window: keyed in reading order.
+    assert [e.name for e in key.expressions] == [tag, *MATCH_ORDER]
 
 
 @pytest.mark.parametrize("view", MATCH_VIEWS)
