@@ -24,7 +24,7 @@ from core.catalog import CLICK_WINDOW_MS, VIEWS
 from core.frames import empty_profiles
 from core.master_dataset import PARTITION_COLUMNS, RAW_COLUMNS, MasterDataset, require_raw
 from core.settings import Architecture, Settings
-from core.store import bulk, state, versions
+from core.store import bulk, state, state_values, versions
 from core.store.schema import batch_table
 from core.store.streams import batch_partials_stream
 from core.times import to_timestamp
@@ -318,13 +318,14 @@ def write_version(
 
 def write_partials(conn: psycopg.Connection, partials: dict[str, DataFrame], version: int) -> int:
     """Keep ``batch_partials`` as the state of stream ``batch_partials_stream(version)``, keyed
-    and encoded as a stream keeps its own (``core.store.state``); returns the rows kept. A
-    partial per user is brought to the driver whole: as many rows as users."""
+    and encoded as a stream keeps its own (``core.store.state``, ``state_values``); returns the
+    rows kept. A partial per user is brought to the driver whole: as many rows as users."""
 
     states = {}
     for name, frame in partials.items():
         columns = PARTIALS[name].schema.names
-        rows = frame.select(*columns, state.values_on_spark(columns).alias(_VALUE)).toArrow()
+        value = state_values.on_spark(frame, columns).alias(_VALUE)
+        rows = frame.select(*columns, value).toArrow()
         key = PARTIALS[name].key
         states[name] = state.StateRows(state.keys(rows, key), rows.column(_VALUE).to_pylist())
     with conn.transaction():

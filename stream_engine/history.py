@@ -41,10 +41,10 @@ from core import ingestion
 from core.catalog import VIEWS
 from core.event_clock import late_column
 from core.settings import Settings
-from core.store import bulk, realtime
+from core.store import bulk, realtime, state_values
 from core.store.connection import connect
 from core.store.schema import realtime_table
-from core.store.state import NO_MS, NO_TEXT, key_columns, totals_name, values_on_spark
+from core.store.state import NO_MS, NO_TEXT, key_columns, totals_name
 from core.views import PARTIALS, keep
 from core.views.partials import ROWS, PartialAggregate
 from core.views.query import Query, on_spark, with_timestamps
@@ -224,13 +224,12 @@ def _append_state(
     from pyspark.sql import functions as F
 
     text, ms = _key_columns(rows, key)
-    columns = rows.columns
     state = rows.select(
         F.lit(stream).alias("stream"),
         F.lit(name).alias("view"),
         (F.col(text) if text else F.lit(NO_TEXT)).alias("key_text"),
         (F.col(ms).cast("bigint") if ms else F.lit(NO_MS).cast("bigint")).alias("key_ms"),
-        values_on_spark(columns).alias("value"),
+        state_values.on_spark(rows, rows.columns).alias("value"),
     )
     bulk.append(settings, "stream_state", state)
 
