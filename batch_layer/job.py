@@ -24,6 +24,7 @@ from core.catalog import CLICK_WINDOW_MS, VIEWS
 from core.frames import empty_profiles
 from core.master_dataset import PARTITION_COLUMNS, RAW_COLUMNS, MasterDataset, require_raw
 from core.settings import Architecture, Settings
+from core.spark import described
 from core.store import bulk, state, state_values, versions
 from core.store.schema import batch_table
 from core.store.streams import batch_partials_stream
@@ -46,6 +47,10 @@ class BatchResult:
     row_counts: dict[str, int]
     quarantined: int = 0
     """Invalid records in the master dataset snapshot the version read."""
+
+
+RECOMPUTE: Final = "batch recompute"
+"""How the recompute's Spark jobs are described (`core.spark.described`), stage by stage."""
 
 
 def _nothing_archived(master: MasterDataset) -> NothingNewError:
@@ -306,7 +311,8 @@ def write_version(
 
     def write(name: str) -> None:
         rows = views[name].select(F.lit(version).alias("version"), *VIEWS[name].columns)
-        bulk.append(settings, batch_table(name), rows)
+        with described(rows.sparkSession, f"{RECOMPUTE}: write {name}"):
+            bulk.append(settings, batch_table(name), rows)
 
     with ThreadPoolExecutor(max_workers=len(views)) as pool:
         writes = [pool.submit(write, name) for name in views]
@@ -325,7 +331,8 @@ def write_partials(conn: psycopg.Connection, partials: dict[str, DataFrame], ver
     for name, frame in partials.items():
         columns = PARTIALS[name].schema.names
         value = state_values.on_spark(frame, columns).alias(_VALUE)
-        rows = frame.select(*columns, value).toArrow()
+        with described(frame.sparkSession, f"{RECOMPUTE}: keep the partials of {name}"):
+            rows = frame.select(*columns, value).toArrow()
         key = PARTIALS[name].key
         states[name] = state.StateRows(state.keys(rows, key), rows.column(_VALUE).to_pylist())
     with conn.transaction():
