@@ -340,8 +340,9 @@ def run_batch(
     try:
         # One snapshot and one parse for both readers: the gate checks exactly what the
         # recompute then reads, and the raw records are parsed once (cached), not by each.
-        batch_input.share()
-        with described(spark, f"{RECOMPUTE}: the master dataset's gate, parse"):
+        with described(spark, f"{RECOMPUTE}: read the master dataset, parse"):
+            batch_input.share()
+        with described(spark, f"{RECOMPUTE}: the master dataset's gate"):
             validate_raw(spark, settings, run, batch_input=batch_input)
         result = compute(
             spark, settings, cutoff_ms, logic_version, drain=drain, batch_input=batch_input

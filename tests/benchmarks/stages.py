@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 UNDESCRIBED = "(no description)"
+STREAM = "a stream's micro-batches:"
+DELTA = "Delta: "
 
 
 @dataclass(frozen=True)
@@ -91,11 +93,16 @@ def _read_file(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _description(properties: dict[str, Any]) -> str:
+    """A job's stage: its description (`core.spark.described`'s "<phase>: <step>"), without
+    what Delta adds around it ("Delta: <ours>: Filtering files for query" is part of ours)."""
     text = str(properties.get("spark.job.description") or "").strip()
-    # A streaming query's own micro-batch jobs carry "id = …, runId = …, batch = N".
-    if not text or text.startswith("id ="):
-        return UNDESCRIBED
-    return text
+    # A streaming query's own micro-batch jobs: "<query name>\nid = …\nrunId = …\nbatch = N".
+    if text.startswith("id = ") or "\nid = " in text:
+        name = text.split("\n", 1)[0] if not text.startswith("id = ") else ""
+        return f"{STREAM} {name}".rstrip()
+    while text.startswith(DELTA):
+        text = text.removeprefix(DELTA)
+    return ": ".join(text.split(": ")[:2]) or UNDESCRIBED
 
 
 def _union_seconds(spans: Iterable[tuple[int, int]]) -> float:

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.spark import described
-from tests.benchmarks.stages import UNDESCRIBED, breakdown, event_log, lines, read_events
+from tests.benchmarks.stages import (
+    STREAM,
+    UNDESCRIBED,
+    breakdown,
+    event_log,
+    lines,
+    read_events,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,6 +68,35 @@ def test_overlapping_jobs_of_one_stage_count_once() -> None:
     result = breakdown(events)
     assert [(s.description, s.jobs, s.wall_seconds) for s in result.stages] == [("s", 3, 4.0)]
     assert (result.app_seconds, result.no_job_seconds) == (10.0, 6.0)
+
+
+def test_jobs_delta_and_a_stream_start_for_a_step_count_in_that_step() -> None:
+    def job(number: int, description: str) -> list[dict[str, object]]:
+        return [
+            {
+                "Event": "SparkListenerJobStart",
+                "Job ID": number,
+                "Submission Time": number * 1_000,
+                "Stage IDs": [number],
+                "Properties": {"spark.job.description": description},
+            },
+            {"Event": "SparkListenerJobEnd", "Job ID": number, "Completion Time": number * 1_000},
+        ]
+
+    descriptions = [
+        "batch recompute: write page_views",
+        "Delta: Delta: batch recompute: write page_views: Filtering files for query",
+        "kappa-v2\nid = 1138\nrunId = 42\nbatch = 0",
+        "id = 1138\nrunId = 42\nbatch = 1",
+        "",
+    ]
+    events = [event for n, text in enumerate(descriptions) for event in job(n, text)]
+    assert [(s.description, s.jobs) for s in breakdown(events).stages] == [
+        ("batch recompute: write page_views", 2),
+        (f"{STREAM} kappa-v2", 1),
+        (STREAM, 1),
+        (UNDESCRIBED, 1),
+    ]
 
 
 def test_a_rolling_event_log_is_read_in_the_order_of_its_files(tmp_path: Path) -> None:
