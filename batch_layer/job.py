@@ -24,7 +24,8 @@ from core.catalog import LOOKAHEAD_MS, MATCH_COLUMNS, MATCH_VIEWS, VIEWS
 from core.frames import empty_profiles
 from core.master_dataset import PARTITION_COLUMNS, RAW_COLUMNS, MasterDataset, require_raw
 from core.settings import Architecture, Settings
-from core.store import bulk, state, versions
+from core.spark import described
+from core.store import bulk, state, state_values, versions
 from core.store.schema import batch_matches_table, batch_table
 from core.store.streams import batch_partials_stream
 from core.times import to_timestamp
@@ -53,6 +54,10 @@ class BatchResult:
     row_counts: dict[str, int]
     quarantined: int = 0
     """Invalid records in the master dataset snapshot the version read."""
+
+
+RECOMPUTE: Final = "batch recompute"
+"""How the recompute's Spark jobs are described (`core.spark.described`), stage by stage."""
 
 
 def _nothing_archived(master: MasterDataset) -> NothingNewError:
@@ -343,7 +348,8 @@ def write_version(
 
     def write(name: str) -> None:
         rows = views[name].select(F.lit(version).alias("version"), *VIEWS[name].columns)
-        bulk.append(settings, batch_table(name), rows)
+        with described(rows.sparkSession, f"{RECOMPUTE}: write {name}"):
+            bulk.append(settings, batch_table(name), rows)
 
     with ThreadPoolExecutor(max_workers=len(views)) as pool:
         writes = [pool.submit(write, name) for name in views]
@@ -355,13 +361,15 @@ def write_version(
 
 def write_partials(conn: psycopg.Connection, partials: dict[str, DataFrame], version: int) -> int:
     """Keep ``batch_partials`` as the state of stream ``batch_partials_stream(version)``, keyed
-    and encoded as a stream keeps its own (``core.store.state``); returns the rows kept. A
-    partial per user is brought to the driver whole: as many rows as users."""
+    and encoded as a stream keeps its own (``core.store.state``, ``state_values``); returns the
+    rows kept. A partial per user is brought to the driver whole: as many rows as users."""
 
     states = {}
     for name, frame in partials.items():
         columns = PARTIALS[name].schema.names
-        rows = frame.select(*columns, state.values_on_spark(columns).alias(_VALUE)).toArrow()
+        value = state_values.on_spark(frame, columns).alias(_VALUE)
+        with described(frame.sparkSession, f"{RECOMPUTE}: keep the partials of {name}"):
+            rows = frame.select(*columns, value).toArrow()
         key = PARTIALS[name].key
         states[name] = state.StateRows(state.keys(rows, key), rows.column(_VALUE).to_pylist())
     with conn.transaction():

@@ -37,6 +37,7 @@ from batch_layer.errors import BatchError, NothingNewError
 from batch_layer.inputs import Partition
 from batch_layer.job import (
     LAMBDA,
+    RECOMPUTE,
     BatchInput,
     BatchResult,
     batch_matches,
@@ -56,6 +57,7 @@ from batch_layer.job import (
 )
 from core.master_dataset import MasterDataset, require_raw
 from core.settings import Settings
+from core.spark import described
 from core.store import batch_inputs, versions
 from core.store import quality_results as records
 from core.store.connection import connect
@@ -193,7 +195,8 @@ def compute(
         # The parse (the expensive part), cached: read by the counts and the deduplication,
         # then dropped once the deduplicated history holds what the views need.
         parsed = batch_input.parsed()
-        stats = parse_stats(parsed)
+        with described(spark, f"{RECOMPUTE}: read the master dataset, parse"):
+            stats = parse_stats(parsed)
         published = published_version(settings)
         cutoff_ms = choose_cutoff(
             cutoff_ms,
@@ -209,7 +212,8 @@ def compute(
             unchanged_since(published, batch_input, cutoff_ms, logic_version)
         chosen_logic = logic_query(logic_version) if logic_version is not None else None
         history = deduplicated(parsed).persist()  # deduplicated once for the views
-        history.count()  # filled from the parse's cache, which can go now
+        with described(spark, f"{RECOMPUTE}: deduplicate"):
+            history.count()  # filled from the parse's cache, which can go now
         batch_input.release()
         profiles = read_master_profiles(spark, master)
         views = batch_views(history, profiles, cutoff_ms, chosen_logic)
@@ -340,8 +344,10 @@ def run_batch(
     try:
         # One snapshot and one parse for both readers: the gate checks exactly what the
         # recompute then reads, and the raw records are parsed once (cached), not by each.
-        batch_input.share()
-        validate_raw(spark, settings, run, batch_input=batch_input)
+        with described(spark, f"{RECOMPUTE}: read the master dataset, parse"):
+            batch_input.share()
+        with described(spark, f"{RECOMPUTE}: the master dataset's gate"):
+            validate_raw(spark, settings, run, batch_input=batch_input)
         result = compute(
             spark, settings, cutoff_ms, logic_version, drain=drain, batch_input=batch_input
         )

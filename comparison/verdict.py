@@ -39,7 +39,7 @@ LOGIC_CHANGE: Final = "logic-change"
 """The scenario whose reprocessing the verdict compares: each architecture alone on the
 machine (the bug's fix runs both at once, sharing it)."""
 
-# The report's section ids (comparison/report/), one per figure a question links to.
+# The report's section ids, one per figure a question links to; comparison/report/ reads them here.
 FRESHNESS: Final = "fig-freshness"
 LATE: Final = "fig-late"
 REPROCESSING: Final = "fig-reprocessing"

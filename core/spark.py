@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,25 @@ _JVM_OPTIONS = (
 
 class SparkJarsMissingError(RuntimeError):
     pass
+
+
+_JOB_DESCRIPTION = "spark.job.description"
+
+
+@contextlib.contextmanager
+def described(spark: SparkSession, text: str) -> Iterator[None]:
+    """The Spark jobs this thread starts in the block carry `text` as their description: what
+    the Spark UI and the History Server name them by, and what the bench's table of where a
+    run's time goes groups them by (`tests/benchmarks/stages.py`). A property of the calling
+    thread (PySpark pins each Python thread to a JVM thread), so concurrent writes, each from a
+    thread of its own, each name their own; the description before the block comes back."""
+    context = spark.sparkContext
+    before = context.getLocalProperty(_JOB_DESCRIPTION)
+    context.setJobDescription(text)
+    try:
+        yield
+    finally:
+        context.setLocalProperty(_JOB_DESCRIPTION, before)  # type: ignore[arg-type]  # None: unset
 
 
 def connector_jars(settings: Settings) -> list[str]:

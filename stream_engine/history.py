@@ -31,7 +31,7 @@ micro-batch is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -41,19 +41,24 @@ from core import ingestion
 from core.catalog import VIEWS
 from core.event_clock import late_column
 from core.settings import Settings
-from core.store import bulk, realtime
+from core.spark import described
+from core.store import bulk, realtime, state_values
 from core.store.connection import connect
 from core.store.schema import realtime_table
-from core.store.state import NO_MS, NO_TEXT, key_columns, totals_name, values_on_spark
+from core.store.state import NO_MS, NO_TEXT, key_columns, totals_name
 from core.views import PARTIALS, keep
 from core.views.partials import ROWS, PartialAggregate
 from core.views.query import Query, on_spark, with_timestamps
 from core.views.tables import VIEW_INPUT_COLUMNS
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from core.store.realtime import StreamProgress
+
+
+HISTORY = "replay history"
+"""How the history's Spark jobs are described (`core.spark.described`), stage by stage."""
 
 
 @dataclass(frozen=True)
@@ -91,50 +96,56 @@ def compute_history(
     # Every frame several jobs read is materialized once on the executors (`_materialized`):
     # the first reads the log, parses and deduplicates it (committing the query's
     # deduplication state).
-    records = _materialized(records)
-    counts = records.agg(
-        F.count_if(is_events & F.col("reason").isNotNull()).alias("quarantined"),
-        F.count_if(is_profile).alias("profiles"),
-    ).first()
+    spark = records.sparkSession
+    with described(spark, f"{HISTORY}: read the log, parse, deduplicate"):
+        records = _materialized(records)
+        counts = records.agg(
+            F.count_if(is_events & F.col("reason").isNotNull()).alias("quarantined"),
+            F.count_if(is_profile).alias("profiles"),
+        ).first()
     assert counts is not None
     # The query's own session shuffles into as many partitions as its state has; the
     # history's aggregations take the batch layer's number, for every task slot.
-    records.sparkSession.conf.set(
-        "spark.sql.shuffle.partitions", str(settings.spark_shuffle_partitions)
-    )
+    spark.conf.set("spark.sql.shuffle.partitions", str(settings.spark_shuffle_partitions))
     valid = records.where(is_events & F.col("reason").isNull()).select(*VIEW_INPUT_COLUMNS)
     # The late rule needs each partition's history in offset order: one sort, whose result
     # every later job reads (the on-time events) or writes (the late ones).
-    judged = _materialized(valid.withColumn("late", late_column(delay_ms)))
-    per_partition = (
-        judged.groupBy("partition")
-        .agg(
-            F.max("event_ts").alias("greatest"),
-            F.count(F.lit(1)).alias("events"),
-            F.count_if("late").alias("late"),
+    with described(spark, f"{HISTORY}: the late rule, each partition's clock"):
+        judged = _materialized(valid.withColumn("late", late_column(delay_ms)))
+        per_partition = (
+            judged.groupBy("partition")
+            .agg(
+                F.max("event_ts").alias("greatest"),
+                F.count(F.lit(1)).alias("events"),
+                F.count_if("late").alias("late"),
+            )
+            .collect()  # a row per partition of `events`
         )
-        .collect()  # a row per partition of `events`
-    )
     late = judged.where("late").select("event_id", "event_ts", "partition", "offset")
     events = keep(judged.where(~F.col("late")).select(*VIEW_INPUT_COLUMNS), logic)
-    if logic is not None:  # a filter of the materialized events otherwise
-        events = _materialized(events)
-    kept = events.count()
-    profiles = _materialized(
-        ingestion.parse_profiles(records.where(is_profile).select(*ingestion.KAFKA_COLUMNS))
-    )
+    with described(spark, f"{HISTORY}: the on-time events, the profiles"):
+        if logic is not None:  # a filter of the materialized events otherwise
+            events = _materialized(events)
+        kept = events.count()
+        profiles = _materialized(
+            ingestion.parse_profiles(records.where(is_profile).select(*ingestion.KAFKA_COLUMNS))
+        )
     quarantine = records.where(is_events & F.col("reason").isNotNull()).select(
         "topic", "partition", "offset", "reason", "value"
     )
-    writes: list[Callable[[], None]] = [
-        lambda: bulk.append(settings, "stream_late", _tagged(late, stream, batch_id)),
-        lambda: bulk.append(settings, "stream_quarantine", _tagged(quarantine, stream, batch_id)),
-        *(
-            partial(_write_view, settings, stream, aggregate, events, profiles)
-            for aggregate in PARTIALS.values()
+    writes: dict[str, Callable[[], None]] = {
+        "late events": lambda: bulk.append(
+            settings, "stream_late", _tagged(late, stream, batch_id)
         ),
-    ]
-    _all_at_once(writes)
+        "quarantine": lambda: bulk.append(
+            settings, "stream_quarantine", _tagged(quarantine, stream, batch_id)
+        ),
+        **{
+            aggregate.view: partial(_write_view, settings, stream, aggregate, events, profiles)
+            for aggregate in PARTIALS.values()
+        },
+    }
+    _all_at_once(spark, writes)
 
     for row in per_partition:
         progress.clocks.advance(int(row["partition"]), int(row["greatest"]))
@@ -166,12 +177,18 @@ def _materialized(frame: DataFrame) -> DataFrame:
     return frame.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
 
 
-def _all_at_once(writes: Sequence[Callable[[], None]]) -> None:
-    """Each write a Spark job of its own, from a thread of its own (as the batch layer writes
-    its views): a small one is mostly its fixed cost on the driver, and the others' tasks fill
-    the cores meanwhile. The first failure is raised once every write has ended."""
+def _all_at_once(spark: SparkSession, writes: Mapping[str, Callable[[], None]]) -> None:
+    """Each write (by what it writes) Spark jobs of its own, from a thread of its own (as the
+    batch layer writes its views): a small one is mostly its fixed cost on the driver, and the
+    others' tasks fill the cores meanwhile. The first failure is raised once every write has
+    ended."""
+
+    def write(name: str, run: Callable[[], None]) -> None:
+        with described(spark, f"{HISTORY}: write {name}"):
+            run()
+
     with ThreadPoolExecutor(max_workers=len(writes)) as pool:
-        done = [pool.submit(write) for write in writes]
+        done = [pool.submit(write, name, run) for name, run in writes.items()]
     for future in done:
         future.result()
 
@@ -230,13 +247,12 @@ def _append_state(
     from pyspark.sql import functions as F
 
     text, ms = _key_columns(rows, key)
-    columns = rows.columns
     state = rows.select(
         F.lit(stream).alias("stream"),
         F.lit(name).alias("view"),
         (F.col(text) if text else F.lit(NO_TEXT)).alias("key_text"),
         (F.col(ms).cast("bigint") if ms else F.lit(NO_MS).cast("bigint")).alias("key_ms"),
-        values_on_spark(columns).alias("value"),
+        state_values.on_spark(rows, rows.columns).alias("value"),
         (F.col(link) if link else F.lit(None).cast("string")).alias("link_text"),
     )
     bulk.append(settings, "stream_state", state)

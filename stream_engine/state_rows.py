@@ -4,7 +4,8 @@
 partial's one string column (``key_text``) and one epoch-ms column (``key_ms``), either or
 both (``core.store.state.keys``). Being values, keys match however a row came to be written
 (here, or by a replay's or the batch layer's Spark job), and so do values: either engine spells
-a value the same, byte for byte (``core.store.state.values_on_duckdb``, ``values_on_spark``).
+a value the same, byte for byte (``core.store.state_values``: the rule, and each engine's
+encoder).
 
 A micro-batch writes up to a few hundred thousand rows: one by one in Python that cost 3.6 µs
 a row, so values are encoded by DuckDB's ``to_json`` (84,000 `search_ctr` rows: 0.30 s in
@@ -20,7 +21,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from core.store.state import StateRows, keys, values_on_duckdb
+from core.store import state_values
+from core.store.state import StateRows, keys
 from core.times import to_ms
 
 INTERVAL_COLUMNS = ("user_id", "session_start", "session_end", "events")
@@ -35,7 +37,7 @@ def rows(
     """Each row's key and value, as the state keeps them, and its `link` column's value when
     the partial has one (``core.views.partials.PartialAggregate.link``)."""
     links = table.column(link).to_pylist() if link is not None else []
-    return StateRows(keys(table, key), values_on_duckdb(con, table), links)
+    return StateRows(keys(table, key), state_values.on_duckdb(con, table), links)
 
 
 def key_list(table: pa.Table, key: Sequence[str]) -> list[tuple]:

@@ -8,6 +8,7 @@ from typing import Final
 
 from matplotlib import colormaps
 
+from comparison import verdict
 from comparison.figures import ComparisonRun
 from comparison.report.common import (
     GIB,
@@ -27,7 +28,7 @@ COUNTED: Final = ("shared", "lambda", "kappa")
 
 
 def weight_figure(run: ComparisonRun) -> Section:
-    fig_id, title = "fig-weight", "Operational weight: what the chart deploys per mode"
+    fig_id, title = verdict.WEIGHT, "Operational weight: what the chart deploys per mode"
     if not run.chart_weight:
         return absent(fig_id, title)
     weights = run.chart_weight
@@ -64,7 +65,7 @@ def weight_figure(run: ComparisonRun) -> Section:
 
 
 def code_figure(run: ComparisonRun) -> Section:
-    fig_id, title = "fig-code", "Code: lines shared by both architectures vs specific to one"
+    fig_id, title = verdict.CODE, "Code: lines shared by both architectures vs specific to one"
     code = run.code
     if code is None:
         return absent(fig_id, title)

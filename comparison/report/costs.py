@@ -4,6 +4,7 @@ architecture are the verdict's own (`comparison.verdict`), so the two never disa
 
 from __future__ import annotations
 
+from comparison import verdict
 from comparison.figures import ComparisonRun
 from comparison.report.common import (
     MIB,
@@ -53,15 +54,15 @@ def _cost_figure(run: ComparisonRun, fig_id: str, title: str, memory: bool) -> S
 
 
 def cost_cpu_figure(run: ComparisonRun) -> Section:
-    return _cost_figure(run, "fig-cost-cpu", "Cost: CPU-seconds per component", memory=False)
+    return _cost_figure(run, verdict.COST_CPU, "Cost: CPU-seconds per component", memory=False)
 
 
 def cost_memory_figure(run: ComparisonRun) -> Section:
-    return _cost_figure(run, "fig-cost-memory", "Cost: peak memory per component", memory=True)
+    return _cost_figure(run, verdict.COST_MEMORY, "Cost: peak memory per component", memory=True)
 
 
 def stored_figure(run: ComparisonRun) -> Section:
-    fig_id, title = "fig-stored", "Bytes stored per architecture"
+    fig_id, title = verdict.STORED, "Bytes stored per architecture"
     if not run.stored:
         return absent(fig_id, title)
     archs = by_architecture(run.stored)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
+from comparison import verdict
 from comparison.figures import WARM_UP, ComparisonRun, LateData, Sample
 from comparison.report.common import (
     SPAN_COLOURS,
@@ -222,7 +223,7 @@ def error_figure(run: ComparisonRun) -> Section:
 
 
 def late_figure(run: ComparisonRun) -> Section:
-    fig_id, title = "fig-late", "Late data: dropped by the stream path, repaired by the batch"
+    fig_id, title = verdict.LATE, "Late data: dropped by the stream path, repaired by the batch"
     if not run.late:
         return absent(fig_id, title)
     late = in_order(run.late)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from comparison import verdict
 from comparison.figures import ComparisonRun
 from comparison.report.common import (
     Section,
@@ -72,7 +73,7 @@ def compression(run: ComparisonRun) -> Compression | None:
 
 
 def freshness_figure(run: ComparisonRun) -> Section:
-    fig_id, title = "fig-freshness", "Freshness: produced → visible through the API"
+    fig_id, title = verdict.FRESHNESS, "Freshness: produced → visible through the API"
     measured = in_order(f for f in run.freshness if f.lags_s)
     if not measured:
         return absent(fig_id, title)

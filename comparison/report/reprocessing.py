@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from comparison import verdict
 from comparison.figures import AS_OF_JOIN, TABLE_TABLE_JOIN, ComparisonRun, Reprocessing
 from comparison.report.common import (
     MIB,
@@ -25,7 +26,7 @@ from comparison.report.common import (
 
 
 def reprocessing_figure(run: ComparisonRun) -> Section:
-    fig_id, title = "fig-reprocessing", "Reprocessing: Lambda's batch recompute vs Kappa's replay"
+    fig_id, title = verdict.REPROCESSING, "Reprocessing: Lambda's batch recompute vs Kappa's replay"
     if not run.reprocessing:
         return absent(fig_id, title)
     scenarios = list(dict.fromkeys(r.scenario for r in run.reprocessing))
@@ -59,7 +60,7 @@ def reprocessing_figure(run: ComparisonRun) -> Section:
 
 
 def wrong_answers_figure(run: ComparisonRun) -> Section:
-    fig_id, title = "fig-wrong-answers", "Bug and fix: how long wrong answers were served"
+    fig_id, title = verdict.WRONG_ANSWERS, "Bug and fix: how long wrong answers were served"
     if not run.wrong_answers:
         return absent(fig_id, title)
     wrong = in_order(run.wrong_answers)
@@ -111,7 +112,7 @@ JOIN_KINDS = {
 
 
 def compaction_figure(run: ComparisonRun) -> Section:
-    fig_id, title = "fig-compaction", "Compaction: both profile joins after `profiles` compacted"
+    fig_id, title = verdict.COMPACTION, "Compaction: both profile joins after `profiles` compacted"
     c = run.compaction
     if c is None:
         return absent(fig_id, title)

@@ -2,12 +2,13 @@
 
 - `stream_state`: per stream and view, the partial aggregate's rows by key (and, under
   ``<view>:totals``, the summed contributions per view row), each row as JSON text under its
-  key. A key is typed columns, compared as values, never as spelling: every partial here is
-  keyed by an entity (a page, a user, a search id, a segment: ``key_text``), a time (an epoch-ms
-  window start: ``key_ms``) or both (``stream_engine.state_rows`` maps a partial's key onto
-  them, and refuses a key of another shape). A micro-batch reads only the keys its events
-  touch (a primary-key lookup) and writes back only those; for a partial whose finish joins
-  its rows, also the rows linked to those (``link_text``, indexed: ``load_linked``).
+  key, spelled by one rule whichever engine computed it (``core.store.state_values``). A key
+  is typed columns, compared as values, never as spelling: every partial here is keyed by an
+  entity (a page, a user, a search id, a segment: ``key_text``), a time (an epoch-ms window
+  start: ``key_ms``) or both (``stream_engine.state_rows`` maps a partial's key onto them,
+  and refuses a key of another shape). A micro-batch reads only the keys its events touch (a
+  primary-key lookup) and writes back only those; for a partial whose finish joins its rows,
+  also the rows linked to those (``link_text``, indexed: ``load_linked``).
 - `stream_late`: the events a stream's watermark dropped, once each: the audit behind
   `late_dropped`.
 - `stream_quarantine`: the invalid records a stream read, with the reason.
@@ -20,16 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import psycopg
 import pyarrow as pa
 
 from core.store.streams import BATCH_PARTIALS_PREFIX
-
-if TYPE_CHECKING:
-    import duckdb
-    from pyspark.sql import Column
 
 DDL = (
     """create table if not exists stream_state (
@@ -114,8 +110,9 @@ NO_TEXT, NO_MS = "", 0
 
 @dataclass(frozen=True)
 class StateRows:
-    """Rows of one state: their keys and, in the same order, their values (JSON text) and,
-    for a partial whose finish joins its rows, their links (``link_text``; none: all NULL)."""
+    """Rows of one state: their keys and, in the same order, their values (JSON text:
+    ``core.store.state_values``) and, for a partial whose finish joins its rows, their links
+    (``link_text``; none: all NULL)."""
 
     keys: StateKeys = StateKeys()
     values: Sequence[str] = ()
@@ -163,34 +160,6 @@ def keys(table: pa.Table, key: Sequence[str]) -> StateKeys:
         texts=table.column(text).to_pylist() if text else [NO_TEXT] * n,
         ms=table.column(ms).to_pylist() if ms else [NO_MS] * n,
     )
-
-
-# -- values: one spelling, whichever engine computed the row -------------------------------------
-
-_ENCODED = "_state_value_rows"
-
-
-def values_on_duckdb(con: duckdb.DuckDBPyConnection, table: pa.Table) -> list[str]:
-    """Each row as the JSON object of all its columns, as the state keeps it (a micro-batch's
-    partials, merged on DuckDB)."""
-    if table.num_rows == 0:
-        return []
-    packed = ", ".join('"' + c.replace('"', '""') + '"' for c in table.column_names)
-    con.register(_ENCODED, table)
-    try:
-        # Row order is kept: DuckDB preserves insertion order when a query has no ORDER BY.
-        encoded = con.sql(f"select to_json(struct_pack({packed})) as j from {_ENCODED}")
-        return encoded.to_arrow_table().column("j").to_pylist()
-    finally:
-        con.unregister(_ENCODED)
-
-
-def values_on_spark(columns: Sequence[str]) -> Column:
-    """``values_on_duckdb``'s JSON as a Spark column, byte for byte (a replay's or a batch's
-    partials, computed on Spark): Spark leaves a NULL field out unless told not to."""
-    from pyspark.sql import functions as F  # deferred: pyspark
-
-    return F.to_json(F.struct(*columns), {"ignoreNullFields": "false"})
 
 
 _KEYS = "unnest(%b::text[], %b::bigint[]) as k(key_text, key_ms)"

@@ -21,7 +21,9 @@ tree: Python, its JVM, Spark's tasks in it), the average number of cores they ke
 (CPU-seconds over wall time), and the stack's services' CPU beside it. The drivers run with
 the namespace's settings as the chart would, the JVM's default compilers. The points are written
 to the bench's JSON and to `docs/bench/sweep-<date>.json` (`document`: the shape the report's
-figure reads).
+figure reads). Each Spark driver writes its event log under the bench's logs, and each point
+holds where its time went, stage by stage (`tests.benchmarks.stages`: the jobs by their
+description), in `stages`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from comparison.processes import Finished, LkProcess, run_to_end
 from core.settings import Architecture, Settings
+from tests.benchmarks import stages
 from tests.benchmarks.report import GIB, machine
 from tests.benchmarks.workload import generate_and_produce
 from tests.isolation import settings_env
@@ -193,9 +196,13 @@ class Sweep:
             self.drop(settings)  # a 5M-line log and its copies: gone before the next size
 
     def job(self, settings: Settings, events: int, name: str, args: list[str]) -> Finished:
-        """`lk <args>` to its end, a cold driver of its own; its output in the bench's logs."""
+        """`lk <args>` to its end, a cold driver of its own; its output in the bench's logs, its
+        Spark event log in `event_logs(events, name)`."""
         self.sampler.step(_step(events, name))
         log = self.logs / f"sweep-{events}-{name.replace(' ', '-')}.log"
+        event_logs = self.event_logs(events, name)
+        event_logs.mkdir(parents=True, exist_ok=True)
+        settings = settings.model_copy(update={"spark_event_log_dir": event_logs.as_uri()})
         process = LkProcess(name, args, settings_env(settings), log)
         try:
             finished = run_to_end(process, JOB_TIMEOUT_S)
@@ -214,6 +221,19 @@ class Sweep:
             flush=True,
         )
         return finished
+
+    def event_logs(self, events: int, name: str) -> Path:
+        return self.logs / "events" / f"{events}-{name.replace(' ', '-')}"
+
+    def stages(self, events: int, name: str) -> dict[str, Any]:
+        """Where the run's time went, stage by stage (empty for a run with no Spark)."""
+        folder = self.event_logs(events, name)
+        if not any(folder.iterdir()):
+            return {}
+        result = stages.breakdown(stages.read_events(stages.event_log(folder)))
+        for line in stages.lines(result):
+            print(f"    {line}", flush=True)
+        return result.as_dict()
 
     def around(self, events: int, names: Iterable[str], prefix: str = "") -> dict[str, float]:
         """CPU-seconds, in these runs, of the stack's services (Kafka, MinIO, Postgres: they
@@ -267,6 +287,7 @@ class Sweep:
                 **self.around(events, ("lambda batch", "lambda publish")),
                 **self.around(events, ("lambda archive",), "archive_"),
                 "version": ready.version,
+                "stages": self.stages(events, "lambda batch"),
             },
         )
 
@@ -284,6 +305,7 @@ class Sweep:
                 **counts,
                 "max_offsets_per_trigger": settings.stream_max_offsets_per_trigger,
                 **self.around(events, ("kappa reprocess",)),
+                "stages": self.stages(events, "kappa reprocess"),
             },
         )
 

@@ -363,6 +363,22 @@ def section_html(page: str, fig_id: str) -> str:
     return page[start : end if end != -1 else len(page)]
 
 
+def _collect_errors(page: Any, errors: list[str]) -> None:
+    """Console errors and uncaught exceptions of `page`, each with where it came from.
+
+    The browser's own probe for /favicon.ico, made when it shows a document that declares no
+    icon (the JSON beside the page), is not the page's: the page declares an empty icon.
+    """
+
+    def on_console(message: Any) -> None:
+        where = str(message.location.get("url", ""))
+        if message.type == "error" and not where.endswith("/favicon.ico"):
+            errors.append(f"{message.text} ({where})")
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+
+
 def test_the_report_shows_every_figure_in_a_browser_without_a_request(
     written: tuple[ComparisonRun, Path, Path],
 ) -> None:
@@ -373,8 +389,7 @@ def test_the_report_shows_every_figure_in_a_browser_without_a_request(
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.on("request", lambda r: requests.append(r.url))
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        _collect_errors(page, errors)
         page.goto(url, wait_until="load")
         for fig_id in FIGURE_IDS:
             section = page.locator(f"#{fig_id}")
@@ -851,8 +866,7 @@ def test_every_picture_draws_and_every_link_leads_somewhere_in_a_browser(
     errors: list[str] = []
     with _served(page_path.parent) as base, chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        _collect_errors(page, errors)
         page.goto(base + page_path.name, wait_until="load")
         found: dict[str, Any] = page.evaluate(_LINKS_AND_IMAGES)
         drawn = {fig_id: width for fig_id, width in found["images"]}
