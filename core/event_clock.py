@@ -20,7 +20,7 @@ engine); ``late_column`` as a Spark window over a whole partition's history (the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -59,9 +59,12 @@ class EventClocks:
         if clock is None or event_ts > clock:
             self.greatest[partition] = event_ts
 
-    def thresholds(self, delay_ms: int) -> dict[int, int]:
-        """Per partition read so far, ``threshold``: what bounds a pattern's state."""
-        return {p: clock - delay_ms for p, clock in sorted(self.greatest.items())}
+    def thresholds(self, delay_ms: int, partitions: Iterable[int] = ()) -> dict[int, int | None]:
+        """Per partition read so far and per one of `partitions` (every partition the stream
+        reads), ``threshold``: what bounds a pattern's state. A partition with no clock yet may
+        still deliver anything: None, which holds back what waits for every partition."""
+        every = sorted({*partitions, *self.greatest})
+        return {p: self.threshold(p, delay_ms) for p in every}
 
     def watermark(self, delay_ms: int) -> int | None:
         """The stream's watermark: the least partition's clock less the delay."""

@@ -371,6 +371,7 @@ class StreamEngine:
             batch_id,
             self.spec.watermark_delay_ms,
             logic,
+            partitions_of(end, self.settings.events_topic),
         )
         watch.lap("history")
         progress.offsets = {**progress.offsets, **end}
@@ -524,10 +525,7 @@ class StreamEngine:
             watch.lap("accepted_log")
 
         # The clocks have read this micro-batch: what they passed, no later event can change.
-        # A partition with no clock yet may still deliver anything: None, which holds back
-        # what waits for every partition (search_conversions: a click by any user).
-        thresholds = progress.clocks.thresholds(self.spec.watermark_delay_ms)
-        watermarks = {p: thresholds.get(p) for p in sorted({*partitions, *thresholds})}
+        watermarks = progress.clocks.thresholds(self.spec.watermark_delay_ms, partitions)
         merged = self.keyed.merge(
             conn, on_time, records.profiles, cutoff, self.spec.logic(conn), watermarks
         )
@@ -555,19 +553,24 @@ class StreamEngine:
 
 
 def recompute_accepted(
-    spec: StreamSpec, conn: psycopg.Connection, cutoff: int | None
+    spec: StreamSpec, conn: psycopg.Connection, cutoff: int | None, events_topic: str
 ) -> tuple[list[Change], dict[str, StateRows]]:
     """Lambda's hand-off: every real-time row and state of the stream from its accepted log,
     for event time from `cutoff` on, under the logic version now in force, as
     ``finish(partial(events))`` on DuckDB (no Spark: the publish step runs without one); the
-    views of the current state from the batch's partials merged with the stream's."""
+    views of the current state from the batch's partials merged with the stream's; a state
+    bounded by the watermark as the stream's clocks have left it."""
     log = spec.accepted_log
     assert log is not None, "only a stream that keeps its event log can recompute"
     events = log.read(accepted_log.EVENTS, EVENTS, since_ms=cutoff)
     profiles = log.read(accepted_log.PROFILES, PROFILES)
+    progress = realtime.load_progress(conn, spec.stream)
+    watermarks = progress.clocks.thresholds(
+        spec.watermark_delay_ms, partitions_of(progress.offsets, events_topic)
+    )
     keyed = KeyedMerge(spec.stream, spec.session_seeds, spec.partial_seeds)
     try:
-        return keyed.recompute(conn, events, profiles, cutoff, spec.logic(conn))
+        return keyed.recompute(conn, events, profiles, cutoff, spec.logic(conn), watermarks)
     finally:
         keyed.close()
 

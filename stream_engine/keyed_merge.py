@@ -36,7 +36,7 @@ from core.views import PARTIALS
 from core.views.partials import ROWS, PartialAggregate
 from core.views.query import Query, on_duckdb, store_rows, store_table
 from core.views.sessions import reach
-from core.views.tables import WATERMARKS
+from core.views.tables import watermarks_table
 from stream_engine import state_rows
 
 if TYPE_CHECKING:
@@ -259,10 +259,7 @@ class KeyedMerge:
         left with none, whose keys the stream deletes. Any other state: `rows`, and none."""
         if aggregate.expire_query is None or not watermarks or rows.num_rows == 0:
             return rows, rows.slice(0, 0)
-        marks = pa.Table.from_pylist(
-            [{"partition": p, "watermark_ms": ms} for p, ms in watermarks.items()],
-            schema=WATERMARKS.to_pyarrow(),
-        )
+        marks = watermarks_table(watermarks)
         kept = self._run(aggregate.expire_query, in_partial=rows, in_watermarks=marks)
         left = set(state_rows.key_list(kept, aggregate.key))
         every = state_rows.key_list(rows, aggregate.key)
@@ -314,14 +311,21 @@ class KeyedMerge:
         profiles: pa.Table,
         cutoff: int | None,
         logic: Query | None,
+        watermarks: Mapping[int, int | None] | None = None,
     ) -> tuple[list[Change], dict[str, StateRows]]:
-        """Every view's rows and state from `events` (those `logic` keeps):
-        ``finish(partial(events))``; a view of the current state from its partial merged with
-        the other layer's (``partial_seeds``) first."""
-        return self._recompute(conn, self._kept(events, logic), profiles, cutoff)
+        """Every view's rows, a pattern view's matches, and state from `events` (those `logic`
+        keeps): ``finish(partial(events))``; a view of the current state from its partial
+        merged with the other layer's (``partial_seeds``) first; a state bounded by the
+        watermark without what `watermarks` (as for `merge`) passed."""
+        return self._recompute(conn, self._kept(events, logic), profiles, cutoff, watermarks)
 
     def _recompute(
-        self, conn: psycopg.Connection, events: pa.Table, profiles: pa.Table, cutoff: int | None
+        self,
+        conn: psycopg.Connection,
+        events: pa.Table,
+        profiles: pa.Table,
+        cutoff: int | None,
+        watermarks: Mapping[int, int | None] | None,
     ) -> tuple[list[Change], dict[str, StateRows]]:
         changes: list[Change] = []
         states: dict[str, StateRows] = {}
@@ -333,9 +337,12 @@ class KeyedMerge:
                 schema = aggregate.schema.to_pyarrow()
                 seeds = state_rows.table(self.partial_seeds(conn, aggregate.view), schema)
                 partial = self._run(aggregate.merge_query, in_before=seeds, in_fresh=partial)
-            states[aggregate.view] = state_rows.rows(
-                self._db, partial, aggregate.key, aggregate.link
-            )
+            if aggregate.matches_query is not None:  # every match, an expired search's too
+                spec = MATCH_SPECS[aggregate.view]
+                found = self._run(aggregate.matches_query, in_partial=partial)
+                changes.append(Replacement(spec.name, store_table(found, spec)))
+            kept, _ = self.bounded(aggregate, partial, watermarks)
+            states[aggregate.view] = state_rows.rows(self._db, kept, aggregate.key, aggregate.link)
             totals = self._run(aggregate.totals_query, in_partial=partial)
             states[totals_name(aggregate.view)] = state_rows.rows(
                 self._db, totals, aggregate.total_key

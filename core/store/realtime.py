@@ -166,7 +166,7 @@ def _apply(conn: psycopg.Connection, stream: str, change: Change) -> None:
 
 def _replace(conn: psycopg.Connection, stream: str, change: Replacement) -> None:
     table = realtime_table(change.view)
-    spec = VIEWS[change.view]
+    spec = _spec(change.view)
     if change.users is not None and change.reach is not None:
         conn.execute(
             f"delete from {table} where stream = %s and user_id = any(%s) and {IN_REACH}",

@@ -27,12 +27,13 @@ from core.event_clock import EventClocks
 from core.events import Rejected, parse_event
 from core.oracle import compute_views, late_event_ids
 from core.store.reads import decode_rows
-from core.store.realtime import Change, Upsert
+from core.store.realtime import Change, Replacement, Upsert
 from core.store.schema import primary_key
-from core.store.state import StateKeys, StateUpdate, totals_name
+from core.store.state import StateKeys, StateRows, StateUpdate, totals_name
 from core.times import MINUTE_MS
 from core.views import PARTIALS
 from core.views.partials import ROWS
+from core.views.query import store_rows
 from core.views.tables import EVENTS, PROFILES
 from stream_engine import state_rows
 from stream_engine.keyed_merge import KeyedMerge, Merged
@@ -97,6 +98,18 @@ class MemoryState:
                     self.matches.pop(tuple(row[i] for i in key), None)
                 for row in change.rows:
                     self.matches[tuple(row[i] for i in key)] = row
+
+    def replace_all(self, changes: Sequence[Change], states: Mapping[str, StateRows]) -> None:
+        """As a hand-off (``core.store.realtime.replace_all``, ``core.store.state.replace_all``):
+        every state named and the matches replaced."""
+        for name, rows in states.items():
+            self.states[name] = {}
+            self.apply([StateUpdate(name, upserts=rows)])
+        for change in changes:
+            if change.view == MATCHES.name:
+                assert isinstance(change, Replacement) and change.rows is not None
+                self.matches = {}
+                self.apply_matches([Upsert(MATCHES.name, store_rows(change.rows, MATCHES))])
 
     def match_rows(self) -> list[dict[str, Any]]:
         """The stream's matches as the oracle spells them, in reading order."""
@@ -214,6 +227,8 @@ def test_thresholds_are_each_partitions_clock_less_the_delay() -> None:
     clocks = EventClocks({1: T + 5, 0: T})
     assert clocks.thresholds(10) == {0: T - 10, 1: T - 5}
     assert EventClocks().thresholds(10) == {}
+    # A partition the stream reads and has no clock for yet holds everything back: None.
+    assert clocks.thresholds(10, (2, 0)) == {0: T - 10, 1: T - 5, 2: None}
 
 
 # --- the joined path: a search reached through either key -----------------------------------------
@@ -290,6 +305,7 @@ def _micro_batches(data: st.DataObject, workload: Workload, batches: int) -> lis
     data=st.data(),
     batches=st.integers(1, 4),
     delay=st.sampled_from((0, 10 * MINUTE_MS, 30 * MINUTE_MS)),
+    handoff=st.none() | st.integers(0, 3),
 )
 def test_streamed_with_expiry_the_totals_are_the_oracles(
     keyed: KeyedMerge,
@@ -298,7 +314,11 @@ def test_streamed_with_expiry_the_totals_are_the_oracles(
     data: st.DataObject,
     batches: int,
     delay: int,
+    handoff: int | None,
 ) -> None:
+    """...and so they are when, after micro-batch `handoff`, a hand-off (no cutoff) replaces
+    the state and the matches by ``KeyedMerge.recompute`` of every on-time event so far, its
+    state bounded by the clocks' watermarks, and the stream goes on from it."""
     store.states.clear()  # one store per example (the fixtures are the test's)
     store.matches.clear()
     batch_of = _micro_batches(data, workload, batches)
@@ -313,6 +333,7 @@ def test_streamed_with_expiry_the_totals_are_the_oracles(
     inputs = arrow_inputs(workload, Split(1, dict.fromkeys(ids, 0), (0,) * len(workload.profiles)))
     events = inputs.part()["in_events"]
     clocks: dict[int, int] = {}
+    accepted = events.slice(0, 0)  # Lambda's accepted log: the on-time events so far
     for batch in range(batches):
         in_batch = [event_id for event_id, b in ids.items() if b == batch]
         read = events.filter(pc.is_in(events.column("event_id"), pa.array(in_batch, pa.string())))
@@ -325,6 +346,10 @@ def test_streamed_with_expiry_the_totals_are_the_oracles(
         )
         marks = {p: (clocks[p] - delay if p in clocks else None) for p in range(EVENT_PARTITIONS)}
         _merge(keyed, store, on_time, marks)
+        accepted = pa.concat_tables([accepted, on_time])
+        if batch == handoff:
+            changes, states = keyed.recompute(NO_CONN, accepted, NO_PROFILES, None, None, marks)
+            store.replace_all(changes, states)
     expected = compute_views(workload.events, keep=lambda e: e.event_id not in late)
     table = store.table(totals_name(PATTERN.view), PATTERN.totals_schema.to_pyarrow())
     table = table.filter(pc.greater(table.column(ROWS), 0))
