@@ -75,6 +75,16 @@ class EventClocks:
         return max(self.greatest.values()) if self.greatest else None
 
 
+def least_watermark(watermarks: Mapping[int, int | None] | None) -> int | None:
+    """The least of every partition's ``EventClocks.thresholds``: what a state bounded by all
+    of them may drop (search_conversions: a click comes on its clicker's partition). None
+    while a partition has none (nothing read there yet), or with no partition."""
+    marks = list((watermarks or {}).values())
+    if not marks or any(mark is None for mark in marks):
+        return None
+    return min(mark for mark in marks if mark is not None)
+
+
 _MIN = np.iinfo(np.int64).min
 
 

@@ -49,7 +49,7 @@ from core.store.connection import connect
 from core.store.schema import realtime_matches_table, realtime_table
 from core.store.state import NO_MS, NO_TEXT, key_columns, totals_name
 from core.views import PARTIALS, keep
-from core.views.partials import ROWS, PartialAggregate
+from core.views.partials import EXPIRES, ROWS, PartialAggregate
 from core.views.query import Query, on_spark, timestamps_of, with_timestamps
 from core.views.tables import VIEW_INPUT_COLUMNS, watermarks_table
 
@@ -238,12 +238,22 @@ def _write_view(
     if aggregate.matches_query is not None:  # of every search, an expired one's included
         found = on_spark(spark, aggregate.matches_query, in_partial=partial)
         _append_matches(settings, stream, aggregate.view, found)
-    state = partial
-    if aggregate.expire_query is not None:
+    state, expires = partial, None
+    if aggregate.expire_query is not None and aggregate.expires_query is not None:
         state = on_spark(
             spark, aggregate.expire_query, in_partial=partial, in_watermarks=watermarks
         )
-    _append_state(settings, stream, aggregate.view, state, aggregate.key, aggregate.link)
+        state = on_spark(spark, aggregate.expires_query, in_partial=state)
+        expires = EXPIRES
+    _append_state(
+        settings,
+        stream,
+        aggregate.view,
+        state.select(*aggregate.schema.names, *([expires] if expires else [])),
+        aggregate.key,
+        aggregate.link,
+        expires,
+    )
     _append_state(settings, stream, totals_name(aggregate.view), totals, aggregate.total_key)
     rows = on_spark(spark, aggregate.finish_totals_query, in_totals=totals)
     _append_rows(settings, stream, aggregate.view, with_timestamps(rows, spec))
@@ -271,19 +281,23 @@ def _append_state(
     rows: DataFrame,
     key: tuple[str, ...],
     link: str | None = None,
+    expires: str | None = None,
 ) -> None:
     """Rows of one state, keyed and encoded as ``core.store.state`` keeps a stream's own (with
-    their `link` column's value, for a partial whose finish joins its rows)."""
+    their `link` column's value, for a partial whose finish joins its rows, and their
+    `expires` column's, not part of the value, for a state bounded by the watermark)."""
     from pyspark.sql import functions as F
 
     text, ms = _key_columns(rows, key)
+    values = [c for c in rows.columns if c != expires]
     state = rows.select(
         F.lit(stream).alias("stream"),
         F.lit(name).alias("view"),
         (F.col(text) if text else F.lit(NO_TEXT)).alias("key_text"),
         (F.col(ms).cast("bigint") if ms else F.lit(NO_MS).cast("bigint")).alias("key_ms"),
-        state_values.on_spark(rows, rows.columns).alias("value"),
+        state_values.on_spark(rows, values).alias("value"),
         (F.col(link) if link else F.lit(None).cast("string")).alias("link_text"),
+        (F.col(expires) if expires else F.lit(None).cast("bigint")).alias("expires_ms"),
     )
     bulk.append(settings, "stream_state", state)
 

@@ -28,12 +28,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.catalog import MATCH_SPECS, VIEWS
+from core.event_clock import least_watermark
 from core.store import sessions, state
 from core.store.realtime import Change, Replacement, Upsert
 from core.store.state import StateKeys, StateRows, StateUpdate, totals_name
 from core.times import to_ms
 from core.views import PARTIALS
-from core.views.partials import ROWS, PartialAggregate
+from core.views.partials import EXPIRES, ROWS, PartialAggregate
 from core.views.query import Query, on_duckdb, store_rows, store_table
 from core.views.sessions import reach
 from core.views.tables import watermarks_table
@@ -132,6 +133,9 @@ class KeyedMerge:
     def _load_linked(self, conn: psycopg.Connection, name: str, links: list[str]) -> list[str]:
         return state.load_linked(conn, self.stream, name, links)
 
+    def _load_expired(self, conn: psycopg.Connection, name: str, watermark_ms: int) -> StateKeys:
+        return state.expired(conn, self.stream, name, watermark_ms)
+
     def touched(
         self, conn: psycopg.Connection, aggregate: PartialAggregate, fresh: pa.Table
     ) -> pa.Table:
@@ -190,7 +194,11 @@ class KeyedMerge:
         watermarks: Mapping[int, int | None] | None = None,
     ) -> int:
         fresh = self._run(aggregate.partial_query, in_events=events, in_profiles=profiles)
-        if fresh.num_rows == 0:
+        if fresh.num_rows == 0:  # nothing to merge; the clocks may still have moved
+            swept = self._swept(conn, aggregate, fresh, watermarks)
+            if swept:
+                merged.updates.append(StateUpdate(aggregate.view, deletes=swept))
+                merged.state_rows[aggregate.view] = -len(swept)
             return 0
         view = aggregate.view
         before = self.touched(conn, aggregate, fresh)
@@ -207,11 +215,14 @@ class KeyedMerge:
             changed = self._run(aggregate.changed_query, in_before=before, in_after=after)
         # Expired after the delta, never before it: what leaves is final, and stays counted.
         changed, emptied = self.bounded(aggregate, changed, watermarks)
+        # And the stored rows no event touched that the least watermark has passed.
+        swept = self._swept(conn, aggregate, before, watermarks)
+        deletes = state.keys(emptied, aggregate.key)
         merged.updates.append(
             StateUpdate(
                 view,
-                state_rows.rows(self._db, changed, aggregate.key, aggregate.link),
-                deletes=state.keys(emptied, aggregate.key),
+                self._state_rows(aggregate, changed),
+                deletes=StateKeys([*deletes.texts, *swept.texts], [*deletes.ms, *swept.ms]),
             )
         )
         merged.updates.append(
@@ -226,7 +237,9 @@ class KeyedMerge:
         # Stored partials now: a set of facts keeps every key of `after` (it writes only the
         # new facts), any other state what it wrote back.
         partials = after.num_rows if aggregate.changed_query is not None else changed.num_rows
-        merged.state_rows[view] = partials - before.num_rows + kept.num_rows - old.num_rows
+        merged.state_rows[view] = (
+            partials - before.num_rows - len(swept) + kept.num_rows - old.num_rows
+        )
         spec = VIEWS[view]
         rows = store_rows(self._run(aggregate.finish_totals_query, in_totals=kept), spec)
         deleted = store_rows(self._run(aggregate.finish_totals_query, in_totals=gone), spec)
@@ -246,6 +259,36 @@ class KeyedMerge:
         was = self._run(aggregate.matches_query, in_partial=before)
         gone = was.filter(pc.invert(pc.is_in(was.column("search_id"), now.column("search_id"))))
         return Upsert(spec.name, store_rows(now, spec), store_rows(gone, spec))
+
+    def _state_rows(self, aggregate: PartialAggregate, rows: pa.Table) -> StateRows:
+        """Partial rows as the state keeps them, with each one's expiry for a state bounded by
+        the watermark (``PartialAggregate.expires``)."""
+        if aggregate.expires_query is None or rows.num_rows == 0:
+            return state_rows.rows(self._db, rows, aggregate.key, aggregate.link)
+        timed = self._run(aggregate.expires_query, in_partial=rows)
+        values = timed.select(aggregate.schema.names)
+        return state_rows.rows(
+            self._db, values, aggregate.key, aggregate.link, timed.column(EXPIRES)
+        )
+
+    def _swept(
+        self,
+        conn: psycopg.Connection,
+        aggregate: PartialAggregate,
+        touched: pa.Table,
+        watermarks: Mapping[int, int | None] | None,
+    ) -> StateKeys:
+        """The keys of stored rows of a state bounded by the watermark that the least of
+        `watermarks` has passed (none while a partition has none), but those of `touched`,
+        which the merge writes back bounded (``bounded``)."""
+        least = least_watermark(watermarks)
+        if aggregate.expires_query is None or least is None:
+            return StateKeys()
+        passed = self._load_expired(conn, aggregate.view, least)
+        keys = state.keys(touched, aggregate.key)
+        held = set(zip(keys.texts, keys.ms, strict=True))
+        kept = [k for k in zip(passed.texts, passed.ms, strict=True) if k not in held]
+        return StateKeys([k[0] for k in kept], [k[1] for k in kept])
 
     def bounded(
         self,
@@ -342,7 +385,7 @@ class KeyedMerge:
                 found = self._run(aggregate.matches_query, in_partial=partial)
                 changes.append(Replacement(spec.name, store_table(found, spec)))
             kept, _ = self.bounded(aggregate, partial, watermarks)
-            states[aggregate.view] = state_rows.rows(self._db, kept, aggregate.key, aggregate.link)
+            states[aggregate.view] = self._state_rows(aggregate, kept)
             totals = self._run(aggregate.totals_query, in_partial=partial)
             states[totals_name(aggregate.view)] = state_rows.rows(
                 self._db, totals, aggregate.total_key

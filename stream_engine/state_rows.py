@@ -33,11 +33,14 @@ def rows(
     table: pa.Table,
     key: Sequence[str],
     link: str | None = None,
+    expires: pa.ChunkedArray | None = None,
 ) -> StateRows:
-    """Each row's key and value, as the state keeps them, and its `link` column's value when
-    the partial has one (``core.views.partials.PartialAggregate.link``)."""
+    """Each row's key and value, as the state keeps them, its `link` column's value when the
+    partial has one (``core.views.partials.PartialAggregate.link``), and its `expires` (one
+    per row) for a state bounded by the watermark."""
     links = table.column(link).to_pylist() if link is not None else []
-    return StateRows(keys(table, key), state_values.on_duckdb(con, table), links)
+    ends = expires.to_pylist() if expires is not None else []
+    return StateRows(keys(table, key), state_values.on_duckdb(con, table), links, ends)
 
 
 def key_list(table: pa.Table, key: Sequence[str]) -> list[tuple]:

@@ -48,6 +48,9 @@ ROWS = "_rows"
 
 SIGN = "_sign"
 
+EXPIRES = "expires_ms"
+"""``PartialAggregate.expires_query``'s column: a row's ``expires``."""
+
 Partial = Callable[[ir.Table, ir.Table], ir.Table]
 """(events, profiles) -> partial."""
 
@@ -82,11 +85,20 @@ class PartialAggregate:
     """A state bounded by the watermark: (partial, watermarks per partition) -> the partial
     without the facts no later event can still change (``tables.WATERMARKS``). Applied to the
     state a stream writes back only: the expired facts' contributions are final."""
+    expires: Callable[[ir.Table], ir.IntegerValue] | None = None
+    """With ``expire``: a partial row -> the event time past which the least watermark leaves
+    ``expire`` nothing of the row (its facts' bounds, the latest of them). A stream keeps it
+    beside the row's key and deletes the rows it has passed, touched or not: what bounds the
+    state of keys no later event touches (a search no one clicks)."""
     link: str | None = None
     """A partial whose finish joins its rows (a table-table join within the partial): the
     column on which they meet. A row's contributions and matches depend on the rows sharing
     its value of it (none when NULL) and on no other, so a stream re-derives those of every
     stored row linked to a row it touches, not only the touched keys'."""
+
+    def __post_init__(self) -> None:
+        if (self.expire is None) != (self.expires is None):
+            raise ValueError(f"{self.view}: a bounded state needs both expire and expires")
 
     @property
     def additive(self) -> bool:
@@ -235,6 +247,16 @@ class PartialAggregate:
         partial = tables.table("partial", self.schema)
         watermarks = tables.table("watermarks", tables.WATERMARKS)
         return Query(f"{self.view}.expire", self.expire(partial, watermarks).cast(self.schema))
+
+    @cached_property
+    def expires_query(self) -> Query | None:
+        """``in_partial`` -> its rows with their ``EXPIRES`` (``expires``), or None for a view
+        whose state is not bounded by the watermark."""
+        if self.expires is None:
+            return None
+        partial = tables.table("partial", self.schema)
+        expires = self.expires(partial).cast("int64")
+        return Query(f"{self.view}.expires", partial.mutate(**{EXPIRES: expires}))
 
     @cached_property
     def finish_totals_query(self) -> Query:

@@ -272,6 +272,15 @@ def expire(partial: ir.Table, watermarks: ir.Table) -> ir.Table:
     return kept.select(*SCHEMA.names)
 
 
+def expires(partial: ir.Table) -> ir.IntegerValue:
+    """The least watermark past which ``expire`` leaves nothing of a row: its search's bound
+    (``S + 60 min``), or, on a row with no search, its latest fact's."""
+    latest = ibis.greatest(
+        partial.clicks.map(lambda c: c.ts).maxs(), partial.orders.map(lambda o: o.ts).maxs()
+    )
+    return partial.search_ts.coalesce(latest) + PATTERN_WINDOW_MS
+
+
 PARTIAL = PartialAggregate(
     view="search_conversions",
     key=("row_key",),
@@ -284,5 +293,6 @@ PARTIAL = PartialAggregate(
     finish_totals=_finish_totals,
     matches=matches,
     expire=expire,
+    expires=expires,
     link=LINK,
 )

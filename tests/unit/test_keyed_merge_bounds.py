@@ -23,7 +23,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from core.catalog import MATCH_ORDER, MATCH_SPECS, PATTERN_WINDOW_MS
-from core.event_clock import EventClocks
+from core.event_clock import EventClocks, least_watermark
 from core.events import Rejected, parse_event
 from core.oracle import compute_views, late_event_ids
 from core.store.reads import decode_rows
@@ -64,6 +64,8 @@ class MemoryState:
 
     def __init__(self) -> None:
         self.states: dict[str, dict[tuple[str, int], tuple[str, str | None]]] = {}
+        self.expires: dict[str, dict[tuple[str, int], int | None]] = {}
+        """Per state and key, the row's ``expires_ms``."""
         self.matches: dict[tuple, tuple] = {}
         """The stream's matches rows by primary key, as ``core.store.realtime`` upserts them."""
 
@@ -75,18 +77,30 @@ class MemoryState:
         wanted = set(links)
         return [value for value, link in self.states.get(name, {}).values() if link in wanted]
 
+    def expired(self, _conn: psycopg.Connection, name: str, watermark_ms: int) -> StateKeys:
+        """As ``core.store.state.expired``."""
+        passed = [
+            k
+            for k, ms in self.expires.get(name, {}).items()
+            if ms is not None and ms < watermark_ms
+        ]
+        return StateKeys([k[0] for k in passed], [k[1] for k in passed])
+
     def apply(self, updates: Sequence[StateUpdate]) -> None:
         """As ``core.store.state.apply``: each update's deletes, then its upserts."""
         for update in updates:
             rows = self.states.setdefault(update.name, {})
+            ends = self.expires.setdefault(update.name, {})
             for key in zip(update.deletes.texts, update.deletes.ms, strict=True):
                 rows.pop(key, None)
+                ends.pop(key, None)
             upserts = update.upserts
-            for text, ms, value, link in zip(
+            for text, ms, value, link, end in zip(
                 upserts.keys.texts, upserts.keys.ms, upserts.values, upserts.link_column(),
-                strict=True,
+                upserts.expires_column(), strict=True,
             ):  # fmt: skip
                 rows[(text, ms)] = (value, link)
+                ends[(text, ms)] = end
 
     def apply_matches(self, changes: Sequence[Change]) -> None:
         """The pattern's matches upserts: each one's deleted rows, then its rows, by key."""
@@ -103,7 +117,7 @@ class MemoryState:
         """As a hand-off (``core.store.realtime.replace_all``, ``core.store.state.replace_all``):
         every state named and the matches replaced."""
         for name, rows in states.items():
-            self.states[name] = {}
+            self.states[name], self.expires[name] = {}, {}
             self.apply([StateUpdate(name, upserts=rows)])
         for change in changes:
             if change.view == MATCHES.name:
@@ -132,6 +146,7 @@ def store(keyed: KeyedMerge, monkeypatch: pytest.MonkeyPatch) -> MemoryState:
     memory = MemoryState()
     monkeypatch.setattr(keyed, "_load", memory.load)
     monkeypatch.setattr(keyed, "_load_linked", memory.load_linked)
+    monkeypatch.setattr(keyed, "_load_expired", memory.expired)
     return memory
 
 
@@ -210,6 +225,26 @@ def test_the_least_watermark_of_all_partitions_expires_and_an_emptied_row_is_del
     for lagging in ({0: marks[0], 1: T + PATTERN_WINDOW_MS}, {0: marks[0], 1: None}):
         kept, emptied = keyed.bounded(PATTERN, partial, lagging)
         assert kept.num_rows == partial.num_rows and emptied.num_rows == 0
+
+
+def test_a_row_no_event_touches_leaves_once_the_least_watermark_passes_it(
+    keyed: KeyedMerge, store: MemoryState
+) -> None:
+    """The sweep (``PartialAggregate.expires``, ``state.expired``): a search no one clicks and
+    whose searcher orders nothing is deleted by a later micro-batch that never touches it,
+    even one with no event of the pattern, once every partition's watermark is past its
+    bound; its counts stay."""
+    _merge(keyed, store, _events([_event("s-1", "search", "u-1", T, 0, query="q")]), {0: T})
+    assert store.expires[PATTERN.view] == {("search:s-1", 0): T + PATTERN_WINDOW_MS}
+    later = T + 2 * PATTERN_WINDOW_MS
+    views = _events([_event("p-1", "page_view", "u-9", later, 0, page="/")])
+    merged = _merge(keyed, store, views, {0: later, 1: None})  # partition 1 unread: held
+    assert ("search:s-1", 0) in store.states[PATTERN.view] and not merged.state_rows
+    merged = _merge(keyed, store, views, {0: later, 1: T + PATTERN_WINDOW_MS})  # at the bound
+    assert ("search:s-1", 0) in store.states[PATTERN.view]
+    merged = _merge(keyed, store, views, {0: later, 1: T + PATTERN_WINDOW_MS + 1})
+    assert store.states[PATTERN.view] == {} and merged.state_rows == {PATTERN.view: -1}
+    assert _totals(store) == {("q", T): (1, 0, 0)}
 
 
 def test_without_watermarks_or_for_an_unbounded_state_everything_is_written(
@@ -320,6 +355,7 @@ def test_streamed_with_expiry_the_totals_are_the_oracles(
     the state and the matches by ``KeyedMerge.recompute`` of every on-time event so far, its
     state bounded by the clocks' watermarks, and the stream goes on from it."""
     store.states.clear()  # one store per example (the fixtures are the test's)
+    store.expires.clear()
     store.matches.clear()
     batch_of = _micro_batches(data, workload, batches)
     records = [(_line_partition(v), i, v) for i, v in enumerate(workload.events)]
@@ -356,6 +392,10 @@ def test_streamed_with_expiry_the_totals_are_the_oracles(
     got = duckdb_rows(keyed._run(PATTERN.finish_totals_query, in_totals=table), PATTERN.view)
     want = sorted(expected.views[PATTERN.view], key=_sort_key(PATTERN.view))
     assert got == want
+    # The state is bounded: no row the least watermark has passed stays, touched or not.
+    least = least_watermark(marks)
+    if least is not None:
+        assert all(end is not None and end >= least for end in store.expires[PATTERN.view].values())
     # And the complex events the stream upserted, expired searches' included, are the oracle's.
     assert store.match_rows() == sorted(
         expected.matches, key=lambda r: tuple(r[c] for c in MATCH_ORDER)
