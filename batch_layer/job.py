@@ -1,5 +1,5 @@
-"""The batch layer's computation: the seven batch views from the whole master dataset up to a
-cutoff, written as a new version.
+"""The batch layer's computation: the eight batch views (and a pattern view's matches) from
+the whole master dataset up to a cutoff, written as a new version.
 
 The master dataset holds the log's raw records; a batch run reads them at one pinned Delta
 version (`BatchInput`) and validates them here, with the shared parsing (`core.ingestion`,
