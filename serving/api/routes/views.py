@@ -291,17 +291,15 @@ def _not_modified(tag: str) -> Response:
     )
 
 
-@router.get(
-    "/{view}",
-    response_model=ViewResponse,
-    openapi_extra={"parameters": PARAMETERS},
-    responses={
+def _page_responses(not_found: str) -> dict[int | str, dict[str, Any]]:
+    """The answers a page of rows may give besides its body (a view's, or its matches')."""
+    return {
         status.HTTP_200_OK: {"headers": _CACHE_HEADERS},
         status.HTTP_304_NOT_MODIFIED: {
             "description": "`If-None-Match` names the current answer's ETag (no rows read).",
             "headers": _CACHE_HEADERS,
         },
-        status.HTTP_404_NOT_FOUND: {"model": ErrorBody, "description": "Unknown view."},
+        status.HTTP_404_NOT_FOUND: {"model": ErrorBody, "description": not_found},
         status.HTTP_409_CONFLICT: {
             "model": ErrorBody,
             "description": "The cursor was read from a version the alias no longer points at.",
@@ -311,7 +309,14 @@ def _not_modified(tag: str) -> Response:
             "description": "Bad filter, limit or cursor.",
         },
         **STORE_UNAVAILABLE,
-    },
+    }
+
+
+@router.get(
+    "/{view}",
+    response_model=ViewResponse,
+    openapi_extra={"parameters": PARAMETERS},
+    responses=_page_responses("Unknown view."),
 )
 async def read_view(request: Request) -> Response:
     """One page of a view (sorted by key fields, then window) and where it comes from; an
@@ -324,26 +329,7 @@ async def read_view(request: Request) -> Response:
     "/{view}/matches",
     response_model=MatchesResponse,
     openapi_extra={"parameters": MATCH_PARAMETERS},
-    responses={
-        status.HTTP_200_OK: {"headers": _CACHE_HEADERS},
-        status.HTTP_304_NOT_MODIFIED: {
-            "description": "`If-None-Match` names the current answer's ETag (no rows read).",
-            "headers": _CACHE_HEADERS,
-        },
-        status.HTTP_404_NOT_FOUND: {
-            "model": ErrorBody,
-            "description": "Unknown view, or a view without matches.",
-        },
-        status.HTTP_409_CONFLICT: {
-            "model": ErrorBody,
-            "description": "The cursor was read from a version the alias no longer points at.",
-        },
-        status.HTTP_422_UNPROCESSABLE_CONTENT: {
-            "model": ErrorBody,
-            "description": "Bad filter, limit or cursor.",
-        },
-        **STORE_UNAVAILABLE,
-    },
+    responses=_page_responses("Unknown view, or a view without matches."),
 )
 async def read_matches(request: Request) -> Response:
     """One page of a pattern view's complex events (CONTRACT section 5: search, click and order
