@@ -33,8 +33,7 @@ micro-batch is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -43,7 +42,7 @@ from core import ingestion
 from core.catalog import MATCH_COLUMNS, MATCH_SPECS, MATCH_TIME_FIELDS, VIEWS
 from core.event_clock import late_column
 from core.settings import Settings
-from core.spark import described
+from core.spark import all_at_once, described
 from core.store import bulk, realtime, state_values
 from core.store.connection import connect
 from core.store.schema import realtime_matches_table, realtime_table
@@ -54,7 +53,7 @@ from core.views.query import Query, on_spark, timestamps_of, with_timestamps
 from core.views.tables import VIEW_INPUT_COLUMNS, watermarks_table
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from core.store.realtime import StreamProgress
 
@@ -158,7 +157,7 @@ def compute_history(
             for aggregate in PARTIALS.values()
         },
     }
-    _all_at_once(spark, writes)
+    all_at_once(spark, HISTORY, writes)
 
     outcome = HistoryOutcome(
         events=sum(int(row["events"]) for row in per_partition),
@@ -186,22 +185,6 @@ def _materialized(frame: DataFrame) -> DataFrame:
     from pyspark import StorageLevel
 
     return frame.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
-
-
-def _all_at_once(spark: SparkSession, writes: Mapping[str, Callable[[], None]]) -> None:
-    """Each write (by what it writes) Spark jobs of its own, from a thread of its own (as the
-    batch layer writes its views): a small one is mostly its fixed cost on the driver, and the
-    others' tasks fill the cores meanwhile. The first failure is raised once every write has
-    ended."""
-
-    def write(name: str, run: Callable[[], None]) -> None:
-        with described(spark, f"{HISTORY}: write {name}"):
-            run()
-
-    with ThreadPoolExecutor(max_workers=len(writes)) as pool:
-        done = [pool.submit(write, name, run) for name, run in writes.items()]
-    for future in done:
-        future.result()
 
 
 def _tagged(frame: DataFrame, stream: str, batch_id: int) -> DataFrame:
