@@ -4,9 +4,9 @@ The cutoff is an hour boundary, so no tumbling window (a minute or an hour) stra
 window belongs to the batch side or to the speed side, never to both.
 
 - A scheduled batch run closes only what the archive already holds in full: the archive's
-  watermark (its greatest event time less the watermark delay), less the click window (a
-  search just before the cutoff needs the clicks of the 30 minutes after it), floored to the
-  hour.
+  watermark (its greatest event time less the watermark delay), less the lookahead (a search
+  just before the cutoff needs the clicks of the 30 minutes after it and the orders of the 60
+  minutes after it, ``core.catalog.LOOKAHEAD_MS``), floored to the hour.
 - `lk drain` closes everything: the hour after the greatest archived event time.
 - A reprocess of a date range stops at the end of its last day, or earlier if the archive does.
 - Never before the published batch's cutoff: the speed layer dropped the events before it at
@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import date
 
 from batch_layer.errors import BatchError, NothingNewError
-from core.catalog import CLICK_WINDOW_MS
+from core.catalog import LOOKAHEAD_MS
 from core.times import HOUR_MS, end_of_day_ms, iso, window_start
 
 
@@ -31,7 +31,7 @@ class NoValidEventError(CutoffError, NothingNewError):
 
 
 def scheduled_cutoff(max_event_ts: int, watermark_delay_ms: int) -> int:
-    return window_start(max_event_ts - watermark_delay_ms - CLICK_WINDOW_MS, HOUR_MS)
+    return window_start(max_event_ts - watermark_delay_ms - LOOKAHEAD_MS, HOUR_MS)
 
 
 def drain_cutoff(max_event_ts: int) -> int:

@@ -1,5 +1,5 @@
-"""The batch layer's computation: the seven batch views from the whole master dataset up to a
-cutoff, written as a new version.
+"""The batch layer's computation: the eight batch views (and a pattern view's matches) from
+the whole master dataset up to a cutoff, written as a new version.
 
 The master dataset holds the log's raw records; a batch run reads them at one pinned Delta
 version (`BatchInput`) and validates them here, with the shared parsing (`core.ingestion`,
@@ -15,21 +15,29 @@ one call.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Final
 
 from batch_layer import inputs
 from batch_layer.errors import NothingNewError
 from core import ingestion
-from core.catalog import CLICK_WINDOW_MS, VIEWS
+from core.catalog import LOOKAHEAD_MS, MATCH_COLUMNS, MATCH_VIEWS, VIEWS
 from core.frames import empty_profiles
 from core.master_dataset import PARTITION_COLUMNS, RAW_COLUMNS, MasterDataset, require_raw
 from core.settings import Architecture, Settings
-from core.spark import described
+from core.spark import all_at_once, described
 from core.store import bulk, state, state_values, versions
-from core.store.schema import batch_table
+from core.store.schema import batch_matches_table, batch_table
 from core.store.streams import batch_partials_stream
 from core.times import to_timestamp
-from core.views import PARTIALS, VIEW_INPUT_COLUMNS, compute_partial, compute_view, keep
+from core.views import (
+    PARTIALS,
+    VIEW_INPUT_COLUMNS,
+    compute_matches,
+    compute_partial,
+    compute_view,
+    keep,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -250,17 +258,18 @@ def batch_views(
     """The batch views for event time before the cutoff, from `deduplicated` events.
 
     Deduplication runs over the whole history, before this (the caller caches it once for the
-    views). Tumbling windows are computed on events up to the cutoff plus the click window, so
-    that a search just before the cutoff still sees its clicks, and then keep only windows that
-    start before the cutoff. A view whose rows straddle the cutoff (a session, a hopping window,
-    the current state: ``ViewSpec.straddles_cutoff``) takes only the events before it: the
+    views). Tumbling windows are computed on events up to the cutoff plus the lookahead, so
+    that a search just before the cutoff still sees its clicks and its pattern's order
+    (``core.catalog.LOOKAHEAD_MS``), and then keep only windows that start before the
+    cutoff. A view whose rows straddle the cutoff (a session, a hopping window, the current
+    state: ``ViewSpec.straddles_cutoff``) takes only the events before it: the
     speed layer merges what follows into it (continues the session, adds to the window, merges
     the partials per user at the hand-off).
     """
     from pyspark.sql import functions as F
 
     events = keep(events, logic)  # after dedup, as in the oracle
-    window_input = events.where(F.col("event_ts") < cutoff_ms + CLICK_WINDOW_MS)
+    window_input = events.where(F.col("event_ts") < cutoff_ms + LOOKAHEAD_MS)
     before_cutoff = events.where(F.col("event_ts") < cutoff_ms)
     cutoff = F.lit(to_timestamp(cutoff_ms))
     result = {}
@@ -271,6 +280,35 @@ def batch_views(
             view = compute_view(name, window_input, profiles)
             result[name] = view.where(F.col("window_start") < cutoff)
     return result
+
+
+def batch_matches(
+    events: DataFrame,
+    profiles: DataFrame,
+    cutoff_ms: int,
+    logic: Query | None = None,
+) -> dict[str, DataFrame]:
+    """The complex events of each pattern view (``core.catalog.MATCH_VIEWS``) whose search is
+    before the cutoff, from the input of its tumbling view (events up to the cutoff plus the
+    lookahead, so a search just before the cutoff sees its click and its order); the speed
+    layer keeps those of later searches (``core.store.reads``)."""
+    from pyspark.sql import functions as F
+
+    window_input = keep(events, logic).where(F.col("event_ts") < cutoff_ms + LOOKAHEAD_MS)
+    cutoff = F.lit(to_timestamp(cutoff_ms))
+    return {
+        name: compute_matches(name, window_input, profiles).where(F.col("window_start") < cutoff)
+        for name in MATCH_VIEWS
+    }
+
+
+def write_matches(settings: Settings, matches: dict[str, DataFrame], version: int) -> None:
+    """Append each pattern view's matches, tagged ``version``, to its batch matches table."""
+    from pyspark.sql import functions as F
+
+    for name, frame in matches.items():
+        rows = frame.select(F.lit(version).alias("version"), *MATCH_COLUMNS)
+        bulk.append(settings, batch_matches_table(name), rows)
 
 
 def batch_partials(
@@ -298,26 +336,19 @@ def write_version(
     """Append each view's rows, tagged ``version``, to its batch table; their counts, as the
     store holds them.
 
-    The five writes run at once, each a Spark job of its own from a thread of its own: a view's
-    job is mostly fixed cost on the driver (planning, scheduling, a JDBC connection), and the
-    others' tasks fill the cores meanwhile. Each is one job, not two: no cache and count before
-    the write; the store counts what it received. Measured here on the demo's 6,000 events, the
-    recompute (views computed and written) took 5.4-6.4 s instead of 7.6-9.1 s, warm.
-    A failed write raises once every write has ended, so the version is marked failed with
-    nothing still writing to it."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    The writes run at once (``core.spark.all_at_once``; measured on the demo's 6,000 events,
+    the recompute took 5.4-6.4 s instead of 7.6-9.1 s, warm), so a failed one raises once every
+    write has ended: the version is marked failed with nothing still writing to it. Each is one
+    job, not two: no cache and count before the write; the store counts what it received."""
     from pyspark.sql import functions as F
 
     def write(name: str) -> None:
         rows = views[name].select(F.lit(version).alias("version"), *VIEWS[name].columns)
-        with described(rows.sparkSession, f"{RECOMPUTE}: write {name}"):
-            bulk.append(settings, batch_table(name), rows)
+        bulk.append(settings, batch_table(name), rows)
 
-    with ThreadPoolExecutor(max_workers=len(views)) as pool:
-        writes = [pool.submit(write, name) for name in views]
-    for done in writes:
-        done.result()
+    if views:
+        spark = next(iter(views.values())).sparkSession
+        all_at_once(spark, RECOMPUTE, {name: partial(write, name) for name in views})
     counts = versions.batch_row_counts(conn, version)
     return {name: counts[name] for name in views}
 

@@ -40,6 +40,7 @@ from batch_layer.job import (
     RECOMPUTE,
     BatchInput,
     BatchResult,
+    batch_matches,
     batch_partials,
     batch_views,
     checked_events,
@@ -50,6 +51,7 @@ from batch_layer.job import (
     read_master_events,
     read_master_profiles,
     require_input,
+    write_matches,
     write_partials,
     write_version,
 )
@@ -216,6 +218,7 @@ def compute(
         profiles = read_master_profiles(spark, master)
         views = batch_views(history, profiles, cutoff_ms, chosen_logic)
         partials = batch_partials(history, profiles, cutoff_ms, chosen_logic)
+        matches = batch_matches(history, profiles, cutoff_ms, chosen_logic)
         with connect(settings) as conn:
             version = versions.begin_version(
                 conn,
@@ -228,6 +231,7 @@ def compute(
             try:
                 counts = write_version(conn, settings, views, version)
                 write_partials(conn, partials, version)
+                write_matches(settings, matches, version)
             except Exception:
                 versions.mark(conn, LAMBDA, version, "failed")
                 raise

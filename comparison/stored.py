@@ -12,12 +12,17 @@ from __future__ import annotations
 from psycopg import sql
 
 from comparison.figures import StoredBytes
-from core.catalog import VIEW_NAMES
+from core.catalog import MATCH_VIEWS, VIEW_NAMES
 from core.kafka_io import read_topic
 from core.provision import s3_client
 from core.settings import Settings
 from core.store.connection import connect
-from core.store.schema import batch_table, realtime_table
+from core.store.schema import (
+    batch_matches_table,
+    batch_table,
+    realtime_matches_table,
+    realtime_table,
+)
 from core.store.streams import KAPPA_PREFIX, LAMBDA_SPEED
 
 
@@ -47,7 +52,10 @@ def _stream_rows(settings: Settings, lambda_side: bool) -> tuple[int, int]:
         where, param = sql.SQL("stream = %s"), LAMBDA_SPEED
     else:
         where, param = sql.SQL("stream like %s"), f"{KAPPA_PREFIX}%"
-    views = sum(_rows_bytes(settings, realtime_table(v), where, param) for v in VIEW_NAMES)
+    tables = [realtime_table(v) for v in VIEW_NAMES] + [
+        realtime_matches_table(v) for v in MATCH_VIEWS
+    ]
+    views = sum(_rows_bytes(settings, table, where, param) for table in tables)
     state = sum(_rows_bytes(settings, t, where, param) for t in ("stream_state", "stream_late"))
     return views, state
 
@@ -66,7 +74,10 @@ def _log_bytes(settings: Settings) -> int:
 def measure(settings: Settings) -> list[StoredBytes]:
     lambda_views, lambda_state = _stream_rows(settings, lambda_side=True)
     kappa_views, kappa_state = _stream_rows(settings, lambda_side=False)
-    batch_views = sum(_rows_bytes(settings, batch_table(v), sql.SQL("true")) for v in VIEW_NAMES)
+    batch_tables = [batch_table(v) for v in VIEW_NAMES] + [
+        batch_matches_table(v) for v in MATCH_VIEWS
+    ]
+    batch_views = sum(_rows_bytes(settings, table, sql.SQL("true")) for table in batch_tables)
     views_bucket = settings.views_bucket
     return [
         StoredBytes("lambda", "master dataset", _bucket_bytes(settings, settings.master_bucket)),

@@ -1,4 +1,4 @@
-"""The seven views of CONTRACT section 3: names, columns and the constants of their semantics.
+"""The eight views of CONTRACT section 3: names, columns and the constants of their semantics.
 
 Every layer (oracle, batch, speed, stream, serving) takes view names, column order and the
 window sizes from here, so they cannot drift apart.
@@ -15,6 +15,35 @@ SESSION_GAP_MS = 30 * MINUTE_MS
 
 CLICK_WINDOW_MS = 30 * MINUTE_MS
 """A click counts for a search when click event_ts is in [search event_ts, + this] (closed)."""
+
+PATTERN_WINDOW_MS = 60 * MINUTE_MS
+"""search_conversions: an order completes a search's pattern when its event_ts is at most this
+after the search's (closed), and at or after the click's; a pattern's facts leave the state
+once this bound is behind their partition's watermark."""
+
+LOOKAHEAD_MS = max(CLICK_WINDOW_MS, PATTERN_WINDOW_MS)
+"""How far after a window's events the events that decide its row may lie (a search's clicks,
+its pattern's order): the batch reads this far past its cutoff, and a scheduled cutoff waits
+until the archive holds this much after it."""
+
+MATCH_COLUMNS = (
+    "query",
+    "window_start",
+    "window_end",
+    "search_id",
+    "user_id",
+    "search_ts",
+    "click_id",
+    "click_ts",
+    "order_id",
+    "order_ts",
+)
+"""A search_conversions match (CONTRACT section 5), as served: the search's query and window,
+then the three events of the pattern; sorted by query, window and search id."""
+MATCH_TIME_FIELDS = ("window_start", "window_end", "search_ts", "click_ts", "order_ts")
+"""A match's times: epoch ms from the view logic, timestamps in the store, ISO when served."""
+MATCH_ORDER = ("query", "window_start", "search_id")
+"""The order readers get matches in."""
 
 UNKNOWN_SEGMENT = "unknown"
 """Segment of an order whose user has no profile, or a tombstone, as of the order's event_ts."""
@@ -37,6 +66,12 @@ class ViewSpec:
     """Size of the window; ``None`` for session windows and the current state."""
     hop_ms: int | None = None
     """A hopping window's hop (a window starts every hop); ``None``: tumbling."""
+    order_after: tuple[str, ...] = ()
+    """Text value columns that follow the window's start in the reading order, where keys and
+    window do not name a row alone (a view's matches: the search id)."""
+    instants: tuple[str, ...] = ()
+    """Value columns that are instants (a match's event times): epoch ms in the view logic,
+    timestamps in the store, ISO 8601 when served."""
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -74,8 +109,38 @@ VIEWS: dict[str, ViewSpec] = {
             hop_ms=MINUTE_MS,
         ),
         ViewSpec("segment_totals", ("segment",), (), ("users", "revenue_cents"), None),
+        ViewSpec(
+            "search_conversions",
+            ("query",),
+            WINDOW_FIELDS,
+            ("searches", "clicked", "converted", "conversion_rate"),
+            HOUR_MS,
+        ),
     )
 }
+
+MATCH_SPECS: dict[str, ViewSpec] = {
+    "search_conversions": ViewSpec(
+        "search_conversions_matches",
+        ("query",),
+        WINDOW_FIELDS,
+        ("search_id", "user_id", "search_ts", "click_id", "click_ts", "order_id", "order_ts"),
+        HOUR_MS,
+        order_after=("search_id",),
+        instants=("search_ts", "click_ts", "order_ts"),
+    ),
+}
+"""A pattern view -> its complex events as a table of the store and a page of the API (not a
+view: the views are ``VIEWS``). Keyed and windowed as the view, one row per converted search,
+read in ``MATCH_ORDER``; its name is its tables' (``batch_<name>``, ``rt_<name>``)."""
+assert all(spec.columns == MATCH_COLUMNS for spec in MATCH_SPECS.values())
+assert all(
+    (*spec.keys, spec.time_fields[0], *spec.order_after) == MATCH_ORDER
+    for spec in MATCH_SPECS.values()
+)
+
+MATCH_VIEWS: tuple[str, ...] = tuple(MATCH_SPECS)
+"""The views whose partial emits complex events (``PartialAggregate.matches``)."""
 
 VIEW_NAMES: tuple[str, ...] = tuple(VIEWS)
 VIEW_KEYS: dict[str, tuple[str, ...]] = {name: spec.keys for name, spec in VIEWS.items()}

@@ -20,7 +20,7 @@ engine); ``late_column`` as a Spark window over a whole partition's history (the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -59,6 +59,13 @@ class EventClocks:
         if clock is None or event_ts > clock:
             self.greatest[partition] = event_ts
 
+    def thresholds(self, delay_ms: int, partitions: Iterable[int] = ()) -> dict[int, int | None]:
+        """Per partition read so far and per one of `partitions` (every partition the stream
+        reads), ``threshold``: what bounds a pattern's state. A partition with no clock yet may
+        still deliver anything: None, which holds back what waits for every partition."""
+        every = sorted({*partitions, *self.greatest})
+        return {p: self.threshold(p, delay_ms) for p in every}
+
     def watermark(self, delay_ms: int) -> int | None:
         """The stream's watermark: the least partition's clock less the delay."""
         return min(self.greatest.values()) - delay_ms if self.greatest else None
@@ -66,6 +73,16 @@ class EventClocks:
     def latest(self) -> int | None:
         """The greatest event time read from any partition."""
         return max(self.greatest.values()) if self.greatest else None
+
+
+def least_watermark(watermarks: Mapping[int, int | None] | None) -> int | None:
+    """The least of every partition's ``EventClocks.thresholds``: what a state bounded by all
+    of them may drop (search_conversions: a click comes on its clicker's partition). None
+    while a partition has none (nothing read there yet), or with no partition."""
+    marks = list((watermarks or {}).values())
+    if not marks or any(mark is None for mark in marks):
+        return None
+    return min(mark for mark in marks if mark is not None)
 
 
 _MIN = np.iinfo(np.int64).min

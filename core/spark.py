@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,22 @@ def described(spark: SparkSession, text: str) -> Iterator[None]:
         yield
     finally:
         context.setLocalProperty(_JOB_DESCRIPTION, before)  # type: ignore[arg-type]  # None: unset
+
+
+def all_at_once(spark: SparkSession, step: str, writes: Mapping[str, Callable[[], None]]) -> None:
+    """Run each write (by what it writes: its Spark jobs described "`step`: write <name>") from
+    a thread of its own: a small write's job is mostly fixed cost on the driver (planning,
+    scheduling, a JDBC connection), and the others' tasks fill the cores meanwhile. The first
+    failure is raised once every write has ended, so nothing still writes when it is."""
+
+    def write(name: str, run: Callable[[], None]) -> None:
+        with described(spark, f"{step}: write {name}"):
+            run()
+
+    with ThreadPoolExecutor(max_workers=max(len(writes), 1)) as pool:
+        done = [pool.submit(write, name, run) for name, run in writes.items()]
+    for future in done:
+        future.result()
 
 
 def connector_jars(settings: Settings) -> list[str]:

@@ -128,6 +128,14 @@ def view(name: str, rows: Rows) -> pd.DataFrame:
         clicks = pd.to_numeric(df["clicks"], errors="coerce")
         expected = clicks / searches.where(searches != 0)
         df[s.DQ_CTR_ERROR] = (pd.to_numeric(df["ctr"], errors="coerce") - expected).abs()
+    if name == "search_conversions" and _has(
+        df.columns, "conversion_rate", "converted", "searches"
+    ):
+        searches = pd.to_numeric(df["searches"], errors="coerce")
+        converted = pd.to_numeric(df["converted"], errors="coerce")
+        expected = converted / searches.where(searches != 0)
+        rate = pd.to_numeric(df["conversion_rate"], errors="coerce")
+        df[s.DQ_CONVERSION_RATE_ERROR] = (rate - expected).abs()
     return df
 
 

@@ -15,6 +15,12 @@ values each side holds and a cause per disagreeing architecture:
   keeps, so a replay rebuilds it exactly;
 - ``unexplained``: anything else. The ``reconciliation`` suite expects none.
 
+Cross-view rules (``CROSS_VIEW_RULES``, ``cross_view``) hold between two views of one side,
+on every side alike: ``search_conversions.clicked == search_ctr.clicks`` per query and window
+(CONTRACT section 3 counts ``clicked`` "as ``search_ctr``"). Both views take the same events and
+drop the same late ones, so no cause explains a break: each is ``unexplained``, in the same
+table and suite as the disagreements above.
+
 A view of the current state (``segment_totals``: no window, so none ever closes) is compared
 row by row on its keys, but only when the caller knows both sides have read every event and
 profile record the oracle was computed from (``unsettled`` is None); otherwise no row of it is
@@ -27,6 +33,7 @@ Plain pandas: views are small. Values are compared exactly, ``ctr`` within 1e-9.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -198,6 +205,103 @@ def reconcile(
                 "window": label,
             }
         )
+    return pd.DataFrame(records, columns=list(COLUMNS))
+
+
+# --- rules across views ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SameValue:
+    """``left.left_column == right.right_column`` on every key and window of two views keyed
+    alike (a row one view has and the other lacks breaks it too)."""
+
+    left: str
+    left_column: str
+    right: str
+    right_column: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.left}.{self.left_column} = {self.right}.{self.right_column}"
+
+
+CROSS_VIEW_RULES: Final = (SameValue("search_conversions", "clicked", "search_ctr", "clicks"),)
+"""The rules ``cross_view`` checks (CONTRACT section 3: a pattern's first two steps are
+``search_ctr``'s searches and clicks)."""
+
+SIDES: Final = ("lambda", "kappa", "oracle")
+
+
+def _column(view: str, rows: Rows, column: str, closed_before_ms: int) -> dict[Any, Any]:
+    """One value column of a windowed view's closed rows: (keys..., start) -> (end, value)."""
+    spec = VIEWS[view]
+    assert spec.time_fields, f"{view}: a cross-view rule compares windows"
+    at = 1 + spec.values.index(column)  # after the window's end
+    return {
+        key: (values[0], values[at]) for key, values in _keyed(spec, rows, closed_before_ms).items()
+    }
+
+
+def cross_view(
+    views: Mapping[str, Mapping[str, Rows]],
+    *,
+    closed_before: datetime | int | str,
+    rules: tuple[SameValue, ...] = CROSS_VIEW_RULES,
+) -> pd.DataFrame:
+    """The closed windows where a side breaks a cross-view rule: ``views`` maps ``"lambda"``,
+    ``"kappa"`` and ``"oracle"`` to that side's rows by view (a side left out is not checked).
+    One row per rule, key and window, in the reconciliation's ``COLUMNS``: each side's two
+    values, ``unexplained`` for each side that breaks the rule."""
+    cutoff = instant_ms(closed_before)
+    records = []
+    for rule in rules:
+        left_spec = VIEWS[rule.left]
+        pairs = {
+            side: (
+                _column(rule.left, views[side][rule.left], rule.left_column, cutoff),
+                _column(rule.right, views[side][rule.right], rule.right_column, cutoff),
+            )
+            for side in SIDES
+            if side in views
+        }
+        keys = set().union(*(set(a) | set(b) for a, b in pairs.values()))
+        for key in sorted(keys):
+            shown, broken = {}, {}
+            for side in SIDES:
+                if side not in pairs:
+                    shown[side], broken[side] = "-", False
+                    continue
+                left, right = (values.get(key) for values in pairs[side])
+                broken[side] = left is None or right is None or left[1] != right[1]
+                shown[side] = (
+                    f"{rule.left_column}={'-' if left is None else left[1]}, "
+                    f"{rule.right_column}={'-' if right is None else right[1]}"
+                )
+            if not any(broken.values()):
+                continue
+            end = next(
+                values[key][0] for a, b in pairs.values() for values in (a, b) if key in values
+            )
+            key_values, start = key[:-1], iso(key[-1])
+            key_text = " ".join(f"{k}={v}" for k, v in zip(left_spec.keys, key_values, strict=True))
+            where = f"[{start}, {iso(end)})"
+            label = "; ".join(f"{side} {shown[side]}" for side in SIDES)
+            records.append(
+                {
+                    "view": rule.name,
+                    "key": key_text,
+                    "window_start": start,
+                    "window_end": iso(end),
+                    "lambda": shown["lambda"],
+                    "kappa": shown["kappa"],
+                    "oracle": shown["oracle"],
+                    "lambda_cause": UNEXPLAINED if broken["lambda"] else "",
+                    "kappa_cause": UNEXPLAINED if broken["kappa"] else "",
+                    "cause": UNEXPLAINED,
+                    "window": f"{rule.name} {key_text} {where}: {label}",
+                }
+            )
     return pd.DataFrame(records, columns=list(COLUMNS))
 
 

@@ -65,6 +65,7 @@ DQ_PARTITION_MISMATCH: Final = "dq_partition_mismatch"
 DQ_WINDOW_OFFSET: Final = "dq_window_offset_ms"
 DQ_WINDOW_LENGTH: Final = "dq_window_length_ms"
 DQ_CTR_ERROR: Final = "dq_ctr_error"
+DQ_CONVERSION_RATE_ERROR: Final = "dq_conversion_rate_error"
 DQ_UNEXPLAINED: Final = "dq_unexplained_window"
 
 # Spark column types of the parsed events (core.ingestion.EVENT_COLUMNS + log position).
@@ -312,23 +313,44 @@ def _view_expectations(view: str) -> list[Any]:
         )
     if view == "search_ctr":
         expectations += [
-            gxe.ExpectColumnValuesToBeBetween(
-                column="ctr", min_value=0, max_value=1, description="ctr is in [0, 1]"
-            ),
-            gxe.ExpectColumnPairValuesAToBeGreaterThanB(
-                column_A="searches",
-                column_B="clicks",
-                or_equal=True,
-                description="clicks <= searches",
-            ),
-            gxe.ExpectColumnValuesToBeBetween(
-                column=DQ_CTR_ERROR,
-                min_value=0,
-                max_value=CTR_TOLERANCE,
-                description="ctr = clicks / searches",
-            ),
+            _in_unit("ctr"),
+            _at_most("clicks", "searches"),
+            _ratio("ctr", "clicks", "searches", DQ_CTR_ERROR),
+        ]
+    if view == "search_conversions":  # a pattern's steps: each a subset of the one before
+        expectations += [
+            _in_unit("conversion_rate"),
+            _at_most("clicked", "searches"),
+            _at_most("converted", "clicked"),
+            _ratio("conversion_rate", "converted", "searches", DQ_CONVERSION_RATE_ERROR),
         ]
     return expectations
+
+
+def _in_unit(rate: str) -> Any:
+    import great_expectations.expectations as gxe
+
+    return gxe.ExpectColumnValuesToBeBetween(
+        column=rate, min_value=0, max_value=1, description=f"{rate} is in [0, 1]"
+    )
+
+
+def _at_most(part: str, whole: str) -> Any:
+    import great_expectations.expectations as gxe
+
+    return gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+        column_A=whole, column_B=part, or_equal=True, description=f"{part} <= {whole}"
+    )
+
+
+def _ratio(rate: str, part: str, whole: str, error: str) -> Any:
+    """`rate` = `part` / `whole`: the prepared `error` column (its distance to the ratio)
+    within the tolerance."""
+    import great_expectations.expectations as gxe
+
+    return gxe.ExpectColumnValuesToBeBetween(
+        column=error, min_value=0, max_value=CTR_TOLERANCE, description=f"{rate} = {part} / {whole}"
+    )
 
 
 # --- reconciliation -----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The query string of `GET /v1/views/{view}`, checked into a `ViewQuery` (or a reason why not).
+"""The query string of `GET /v1/views/{view}` (and of `/v1/views/{view}/matches`), checked into a
+`ViewQuery` (or a reason why not).
 
 Pure functions, no HTTP and no database: the route turns `UnknownViewError` into 404 and
 `BadFilterError` into 422 (`start` or `end` on a view with no time fields, `segment_totals`,
@@ -12,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
 
-from core.catalog import VIEWS, ViewSpec
+from core.catalog import MATCH_SPECS, VIEWS, ViewSpec
 from core.settings import Architecture, Settings
 from core.store.reads import ViewFilters, sort_columns
 from core.times import parse_iso
@@ -95,7 +96,34 @@ def parse_view_query(
 ) -> ViewQuery:
     """Check every parameter against the view; the first problem found is the reason. With
     `limits`, the request is for one page (`limit`, `cursor`); without, for every row."""
-    spec = view_spec(view)
+    return _parse(view_spec(view), view, params, default, limits)
+
+
+def parse_matches_query(
+    view: str,
+    params: Iterable[tuple[str, str]],
+    default: str,
+    limits: PageLimits | None = None,
+) -> ViewQuery:
+    """`GET /v1/views/{view}/matches`: a pattern view's complex events, with the view's key
+    filters, `start` and `end` (on the search's window), and pages, checked as a view's."""
+    spec = MATCH_SPECS.get(view)
+    if spec is None:
+        if view not in VIEWS:
+            view_spec(view)  # raises: unknown view
+        raise UnknownViewError(
+            f"view {view!r} has no matches; the views with matches are {', '.join(MATCH_SPECS)}"
+        )
+    return _parse(spec, f"{view}/matches", params, default, limits)
+
+
+def _parse(
+    spec: ViewSpec,
+    view: str,
+    params: Iterable[tuple[str, str]],
+    default: str,
+    limits: PageLimits | None,
+) -> ViewQuery:
     pages = PAGE_PARAMS if limits is not None else ()
     common = tuple(p for p in COMMON_PARAMS if p not in TIME_PARAMS or not spec.current_state)
     allowed = (*common, *pages, *spec.keys)

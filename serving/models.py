@@ -13,7 +13,7 @@ RowValue = str | int | float
 Row = dict[str, RowValue]
 """One row of a view, exactly as the oracle spells it: key fields, the time fields as ISO 8601
 UTC strings (a window's or session's start and end; none in `segment_totals`, the current
-state), then value fields (integers, except `ctr`, a float)."""
+state), then value fields (integers, except `ctr` and `conversion_rate`, floats)."""
 
 
 class Health(BaseModel):
@@ -63,6 +63,35 @@ class ViewResponse(BaseModel):
         "session_end; segment_totals, which has no window: segment); at "
         "most `limit` of them (default and maximum: `LK_SERVE_PAGE_LIMIT`, 1,000, and "
         "`LK_SERVE_PAGE_LIMIT_MAX`, 10,000)."
+    )
+    meta: ViewMeta
+
+
+class Match(BaseModel):
+    """One complex event of a pattern view: a converted search and the events that matched."""
+
+    query: str
+    window_start: str = Field(description="The search's window (ISO 8601 UTC), as the view's.")
+    window_end: str
+    search_id: str
+    user_id: str = Field(description="The searcher's (the order is theirs).")
+    search_ts: str
+    click_id: str = Field(
+        description="The earliest click on the search in its 30-minute span, by any user."
+    )
+    click_ts: str
+    order_id: str = Field(
+        description="The searcher's earliest order from that click to 60 minutes after the "
+        "search (ties by log order)."
+    )
+    order_ts: str
+
+
+class MatchesResponse(BaseModel):
+    view: str
+    matches: list[Match] = Field(
+        description="One per converted search, sorted by query, window start and search id; "
+        "paginated as a view's rows (`limit`, `cursor`)."
     )
     meta: ViewMeta
 

@@ -31,7 +31,7 @@ from core.store import state as stream_state
 from core.store.connection import connect
 from core.times import parse_iso
 from quality.checks import validate_view_frames
-from quality.reconciliation import combine, reconcile
+from quality.reconciliation import combine, cross_view, reconcile
 from quality.result import QualityResult
 from quality.validation import validate
 from serving.filters import parse_view_query
@@ -193,7 +193,8 @@ def reconciliation_table(
     settings: Settings, spark: SparkSession, lam: Served, kap: Served
 ) -> pd.DataFrame:
     """Every closed window where Lambda, Kappa and the oracle (from the log's events and the
-    master dataset's profile history) disagree, with the cause. A view of the current state
+    master dataset's profile history) disagree, with the cause, and where a side breaks a
+    rule across views (``quality.reconciliation.cross_view``). A view of the current state
     is compared only when both architectures had read the whole log the oracle reads.
 
     Late data: the oracle without the events each architecture's stream dropped as late; for
@@ -240,6 +241,8 @@ def reconciliation_table(
         )
         for view in VIEW_NAMES
     ]
+    sides = {"lambda": lam.rows, "kappa": kap.rows, "oracle": oracle.views}
+    tables.append(cross_view(sides, closed_before=closed_before))
     return combine(tables)
 
 

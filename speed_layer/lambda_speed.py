@@ -125,7 +125,9 @@ class SpeedLayer:
         cutoff = ready.cutoff_ms
         with conn.transaction():
             versions.switch_alias(conn, ready)  # seen by the seeds below, committed below
-            changes, states = recompute_accepted(self.spec, conn, cutoff)
+            changes, states = recompute_accepted(
+                self.spec, conn, cutoff, self.settings.events_topic
+            )
             realtime.replace_all(conn, STREAM, changes)
             state.replace_all(conn, STREAM, states)
         self.published = ready.version

@@ -33,7 +33,7 @@ The work of a micro-batch follows its new input: nothing scans the history.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -371,6 +371,7 @@ class StreamEngine:
             batch_id,
             self.spec.watermark_delay_ms,
             logic,
+            partitions_of(end, self.settings.events_topic),
         )
         watch.lap("history")
         progress.offsets = {**progress.offsets, **end}
@@ -448,7 +449,10 @@ class StreamEngine:
                 settings = self.settings
                 records = split(pending.records, settings.events_topic, settings.profiles_topic)
                 watch.lap("split")
-                outcome, changes, writes = self._compute(conn, records, batch_id, progress, watch)
+                partitions = partitions_of(pending.end, settings.events_topic)
+                outcome, changes, writes = self._compute(
+                    conn, records, batch_id, progress, watch, partitions
+                )
                 progress.offsets = {**progress.offsets, **pending.end}
                 if realtime.commit_batch(conn, progress, batch_id, changes, writes):
                     watch.lap("store_commit")
@@ -498,7 +502,11 @@ class StreamEngine:
         batch_id: int,
         progress: StreamProgress,
         watch: Stopwatch,
+        partitions: Collection[int] = (),
     ) -> tuple[BatchOutcome, list[Change], StateWrites]:
+        """The micro-batch's outcome, view changes and state writes; `partitions`: every
+        partition of `events` the stream reads (those it has not read an event from yet hold
+        back the expiry of a state bounded by the least watermark)."""
         outcome = BatchOutcome(batch_id)
         writes = StateWrites(quarantine=records.quarantine)
         on_time, late = behind_watermark(
@@ -516,7 +524,11 @@ class StreamEngine:
             self._append_accepted(on_time, records.profiles, batch_id)
             watch.lap("accepted_log")
 
-        merged = self.keyed.merge(conn, on_time, records.profiles, cutoff, self.spec.logic(conn))
+        # The clocks have read this micro-batch: what they passed, no later event can change.
+        watermarks = progress.clocks.thresholds(self.spec.watermark_delay_ms, partitions)
+        merged = self.keyed.merge(
+            conn, on_time, records.profiles, cutoff, self.spec.logic(conn), watermarks
+        )
         watch.lap("keyed_merge")
         writes.updates = merged.updates
         outcome.keys = merged.keys
@@ -541,21 +553,32 @@ class StreamEngine:
 
 
 def recompute_accepted(
-    spec: StreamSpec, conn: psycopg.Connection, cutoff: int | None
+    spec: StreamSpec, conn: psycopg.Connection, cutoff: int | None, events_topic: str
 ) -> tuple[list[Change], dict[str, StateRows]]:
     """Lambda's hand-off: every real-time row and state of the stream from its accepted log,
     for event time from `cutoff` on, under the logic version now in force, as
     ``finish(partial(events))`` on DuckDB (no Spark: the publish step runs without one); the
-    views of the current state from the batch's partials merged with the stream's."""
+    views of the current state from the batch's partials merged with the stream's; a state
+    bounded by the watermark as the stream's clocks have left it."""
     log = spec.accepted_log
     assert log is not None, "only a stream that keeps its event log can recompute"
     events = log.read(accepted_log.EVENTS, EVENTS, since_ms=cutoff)
     profiles = log.read(accepted_log.PROFILES, PROFILES)
+    progress = realtime.load_progress(conn, spec.stream)
+    watermarks = progress.clocks.thresholds(
+        spec.watermark_delay_ms, partitions_of(progress.offsets, events_topic)
+    )
     keyed = KeyedMerge(spec.stream, spec.session_seeds, spec.partial_seeds)
     try:
-        return keyed.recompute(conn, events, profiles, cutoff, spec.logic(conn))
+        return keyed.recompute(conn, events, profiles, cutoff, spec.logic(conn), watermarks)
     finally:
         keyed.close()
+
+
+def partitions_of(offsets: Offsets, topic: str) -> set[int]:
+    """The partitions of `topic` among offsets per ``topic/partition``."""
+    prefix = f"{topic}/"
+    return {int(name[len(prefix) :]) for name in offsets if name.startswith(prefix)}
 
 
 def behind_watermark(

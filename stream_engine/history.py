@@ -12,8 +12,10 @@ state as every later micro-batch), and computes it as Lambda's batch does, with 
    window form), and each partition's clock;
 2. each view's partial aggregate of the on-time events (``core.views``, compiled for Spark),
    its totals, and its rows; the sessions;
-3. the keyed state (partials and totals, encoded as the stream's own state), the rows, the late
-   and quarantined records, written in bulk from the executors (``core.store.bulk``);
+3. the keyed state (partials and totals, encoded as the stream's own state; a state bounded by
+   the watermark without what the replay's end has passed, as a micro-batch leaves it), the
+   rows, a pattern view's matches, the late and quarantined records, written in bulk from the
+   executors (``core.store.bulk``);
 4. the stream's progress (the batch's end offsets, the clocks, the counts) in one transaction,
    which is what makes the rest visible to the next micro-batch and to the switch.
 
@@ -31,28 +33,27 @@ micro-batch is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
 from core import ingestion
-from core.catalog import VIEWS
+from core.catalog import MATCH_COLUMNS, MATCH_SPECS, MATCH_TIME_FIELDS, VIEWS
 from core.event_clock import late_column
 from core.settings import Settings
-from core.spark import described
+from core.spark import all_at_once, described
 from core.store import bulk, realtime, state_values
 from core.store.connection import connect
-from core.store.schema import realtime_table
+from core.store.schema import realtime_matches_table, realtime_table
 from core.store.state import NO_MS, NO_TEXT, key_columns, totals_name
 from core.views import PARTIALS, keep
-from core.views.partials import ROWS, PartialAggregate
-from core.views.query import Query, on_spark, with_timestamps
-from core.views.tables import VIEW_INPUT_COLUMNS
+from core.views.partials import EXPIRES, ROWS, PartialAggregate
+from core.views.query import Query, on_spark, timestamps_of, with_timestamps
+from core.views.tables import VIEW_INPUT_COLUMNS, watermarks_table
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from core.store.realtime import StreamProgress
 
@@ -83,10 +84,13 @@ def compute_history(
     batch_id: int,
     delay_ms: int,
     logic: Query | None,
+    partitions: Collection[int] = (),
 ) -> HistoryOutcome:
     """Write the history's micro-batch (`records`: the engine's narrowed, deduplicated records
     of both topics) into `stream`'s state, rows and audit; `progress` is updated in memory for
-    the caller's commit (clocks, watermark, counts)."""
+    the caller's commit (clocks, watermark, counts). `partitions`: every partition of `events`
+    the stream reads (one with no event yet holds back the expiry of a state bounded by the
+    least watermark, as in a micro-batch)."""
     from pyspark.sql import functions as F  # deferred: pyspark
 
     with connect(settings) as conn:  # what a killed run of this batch left
@@ -133,6 +137,12 @@ def compute_history(
     quarantine = records.where(is_events & F.col("reason").isNotNull()).select(
         "topic", "partition", "offset", "reason", "value"
     )
+    # The clocks once the history is read: what a state bounded by the watermark keeps.
+    for row in per_partition:
+        progress.clocks.advance(int(row["partition"]), int(row["greatest"]))
+    marks = spark.createDataFrame(
+        watermarks_table(progress.clocks.thresholds(delay_ms, partitions))
+    )
     writes: dict[str, Callable[[], None]] = {
         "late events": lambda: bulk.append(
             settings, "stream_late", _tagged(late, stream, batch_id)
@@ -141,14 +151,14 @@ def compute_history(
             settings, "stream_quarantine", _tagged(quarantine, stream, batch_id)
         ),
         **{
-            aggregate.view: partial(_write_view, settings, stream, aggregate, events, profiles)
+            aggregate.view: partial(
+                _write_view, settings, stream, aggregate, events, profiles, marks
+            )
             for aggregate in PARTIALS.values()
         },
     }
-    _all_at_once(spark, writes)
+    all_at_once(spark, HISTORY, writes)
 
-    for row in per_partition:
-        progress.clocks.advance(int(row["partition"]), int(row["greatest"]))
     outcome = HistoryOutcome(
         events=sum(int(row["events"]) for row in per_partition),
         kept=kept,
@@ -177,22 +187,6 @@ def _materialized(frame: DataFrame) -> DataFrame:
     return frame.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
 
 
-def _all_at_once(spark: SparkSession, writes: Mapping[str, Callable[[], None]]) -> None:
-    """Each write (by what it writes) Spark jobs of its own, from a thread of its own (as the
-    batch layer writes its views): a small one is mostly its fixed cost on the driver, and the
-    others' tasks fill the cores meanwhile. The first failure is raised once every write has
-    ended."""
-
-    def write(name: str, run: Callable[[], None]) -> None:
-        with described(spark, f"{HISTORY}: write {name}"):
-            run()
-
-    with ThreadPoolExecutor(max_workers=len(writes)) as pool:
-        done = [pool.submit(write, name, run) for name, run in writes.items()]
-    for future in done:
-        future.result()
-
-
 def _tagged(frame: DataFrame, stream: str, batch_id: int) -> DataFrame:
     from pyspark.sql import functions as F
 
@@ -205,10 +199,13 @@ def _write_view(
     aggregate: PartialAggregate,
     events: DataFrame,
     profiles: DataFrame,
+    watermarks: DataFrame,
 ) -> None:
     """One view's keyed state and rows from the history's events: for an additive view its
-    partial (the state a micro-batch looks keys up in), the totals per view row, and the rows
-    they finish into; the sessions, whose rows are their state."""
+    partial (the state a micro-batch looks keys up in; for a state bounded by the watermark,
+    without what `watermarks` passed, after the totals took it), the totals per view row, the
+    rows they finish into, and a pattern view's matches; the sessions, whose rows are their
+    state."""
     from pyspark.sql import functions as F
 
     spark = events.sparkSession
@@ -221,7 +218,25 @@ def _write_view(
     partial = _materialized(partial)
     totals = on_spark(spark, aggregate.totals_query, in_partial=partial)
     totals = _materialized(totals.where(F.col(ROWS) > 0))
-    _append_state(settings, stream, aggregate.view, partial, aggregate.key)
+    if aggregate.matches_query is not None:  # of every search, an expired one's included
+        found = on_spark(spark, aggregate.matches_query, in_partial=partial)
+        _append_matches(settings, stream, aggregate.view, found)
+    state, expires = partial, None
+    if aggregate.expire_query is not None and aggregate.expires_query is not None:
+        state = on_spark(
+            spark, aggregate.expire_query, in_partial=partial, in_watermarks=watermarks
+        )
+        state = on_spark(spark, aggregate.expires_query, in_partial=state)
+        expires = EXPIRES
+    _append_state(
+        settings,
+        stream,
+        aggregate.view,
+        state.select(*aggregate.schema.names, *([expires] if expires else [])),
+        aggregate.key,
+        aggregate.link,
+        expires,
+    )
     _append_state(settings, stream, totals_name(aggregate.view), totals, aggregate.total_key)
     rows = on_spark(spark, aggregate.finish_totals_query, in_totals=totals)
     _append_rows(settings, stream, aggregate.view, with_timestamps(rows, spec))
@@ -234,19 +249,38 @@ def _append_rows(settings: Settings, stream: str, view: str, rows: DataFrame) ->
     bulk.append(settings, realtime_table(view), tagged)
 
 
+def _append_matches(settings: Settings, stream: str, view: str, found: DataFrame) -> None:
+    from pyspark.sql import functions as F
+
+    rows = timestamps_of(found, MATCH_COLUMNS, MATCH_TIME_FIELDS)
+    tagged = rows.select(F.lit(stream).alias("stream"), *MATCH_SPECS[view].columns)
+    bulk.append(settings, realtime_matches_table(view), tagged)
+
+
 def _append_state(
-    settings: Settings, stream: str, name: str, rows: DataFrame, key: tuple[str, ...]
+    settings: Settings,
+    stream: str,
+    name: str,
+    rows: DataFrame,
+    key: tuple[str, ...],
+    link: str | None = None,
+    expires: str | None = None,
 ) -> None:
-    """Rows of one state, keyed and encoded as ``core.store.state`` keeps a stream's own."""
+    """Rows of one state, keyed and encoded as ``core.store.state`` keeps a stream's own (with
+    their `link` column's value, for a partial whose finish joins its rows, and their
+    `expires` column's, not part of the value, for a state bounded by the watermark)."""
     from pyspark.sql import functions as F
 
     text, ms = _key_columns(rows, key)
+    values = [c for c in rows.columns if c != expires]
     state = rows.select(
         F.lit(stream).alias("stream"),
         F.lit(name).alias("view"),
         (F.col(text) if text else F.lit(NO_TEXT)).alias("key_text"),
         (F.col(ms).cast("bigint") if ms else F.lit(NO_MS).cast("bigint")).alias("key_ms"),
-        state_values.on_spark(rows, rows.columns).alias("value"),
+        state_values.on_spark(rows, values).alias("value"),
+        (F.col(link) if link else F.lit(None).cast("string")).alias("link_text"),
+        (F.col(expires) if expires else F.lit(None).cast("bigint")).alias("expires_ms"),
     )
     bulk.append(settings, "stream_state", state)
 

@@ -28,9 +28,24 @@ from core.times import to_ms
 INTERVAL_COLUMNS = ("user_id", "session_start", "session_end", "events")
 
 
-def rows(con: duckdb.DuckDBPyConnection, table: pa.Table, key: Sequence[str]) -> StateRows:
-    """Each row's key and value, as the state keeps them."""
-    return StateRows(keys(table, key), state_values.on_duckdb(con, table))
+def rows(
+    con: duckdb.DuckDBPyConnection,
+    table: pa.Table,
+    key: Sequence[str],
+    link: str | None = None,
+    expires: pa.ChunkedArray | None = None,
+) -> StateRows:
+    """Each row's key and value, as the state keeps them, its `link` column's value when the
+    partial has one (``core.views.partials.PartialAggregate.link``), and its `expires` (one
+    per row) for a state bounded by the watermark."""
+    links = table.column(link).to_pylist() if link is not None else []
+    ends = expires.to_pylist() if expires is not None else []
+    return StateRows(keys(table, key), state_values.on_duckdb(con, table), links, ends)
+
+
+def key_list(table: pa.Table, key: Sequence[str]) -> list[tuple]:
+    """Each row's key, as a tuple of its key columns' values."""
+    return list(zip(*(table.column(c).to_pylist() for c in key), strict=True))
 
 
 def table(values: Sequence[str], schema: pa.Schema) -> pa.Table:

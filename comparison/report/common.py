@@ -40,7 +40,7 @@ OTHER_COLOURS: Final = (
     "#7048e8",
     "#8d5524",
 )
-"""Colours of what is not an architecture: one per view (seven), per kind of bytes stored."""
+"""Colours of what is not an architecture: one per view (eight), per kind of bytes stored."""
 MISSING: Final = "\N{EN DASH}"
 DPI: Final = 100
 WIDTH_IN: Final = 9.0

@@ -17,6 +17,8 @@ speed layer already continues the sessions open at the cutoff). The current stat
 (`segment_totals`): the real-time rows alone, since the speed layer merges the batch's
 partials per key at the hand-off, before the join the view's rows come from.
 Kappa: the real-time rows of stream `kappa-v<alias version>`, nothing while no alias exists.
+A pattern view's matches (`core.catalog.MATCH_SPECS`) are read as a tumbling view: Lambda's
+batch matches of searches before the cutoff, the speed layer's from it; Kappa's stream's.
 
 Rows come sorted by key fields (code-point order) and window, and a page continues strictly
 after the *position* (those sort values) of the previous page's last row. The version and the
@@ -45,10 +47,11 @@ from core.times import iso, to_ms, to_timestamp, to_us
 
 Row = dict[str, str | int | float]
 """One row of a view as the oracle spells it: key fields, the two time fields as ISO 8601 UTC
-strings, then value fields."""
+strings, then value fields (a match's event times ISO too)."""
 
 Position = tuple[str | int, ...]
-"""Where a row sorts (`schema.sort_columns`): its key fields, then time fields in epoch ms."""
+"""Where a row sorts (`schema.sort_columns`): its key fields, then time fields in epoch ms (then
+a match's search id)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,14 +123,15 @@ def _arm(spec: ViewSpec, table: str, where: sql.Composable) -> sql.Composed:
     order, as the oracle sorts Python strings). Sorted inside, so that the planner reads each
     side along its key-order index and merges the two (a WHERE inside a UNION ALL arm keeps it
     a subquery of its own, which only keeps an order it was asked for)."""
+    text = (*spec.keys, *spec.order_after)
     columns = sql.SQL(", ").join(
         _q("{value} as {name}", value=_in_c("t", c), name=sql.Identifier(c))
-        if c in spec.keys
+        if c in text
         else sql.Identifier("t", c)
         for c in spec.columns
     )
     order = sql.SQL(", ").join(
-        _in_c("t", c) if c in spec.keys else sql.Identifier("t", c) for c in sort_columns(spec)
+        _in_c("t", c) if c in text else sql.Identifier("t", c) for c in sort_columns(spec)
     )
     return _q(
         "(select {columns} from {table} t where {where} order by {order})",
@@ -273,7 +277,8 @@ def rows_statement(
         params["end"] = to_timestamp(filters.end_ms)
     if after is not None:
         for i, (column, value) in enumerate(zip(sort_columns(spec), after, strict=True)):
-            params[f"after{i}"] = value if column in spec.keys else to_timestamp(int(value))
+            is_time = column in spec.time_fields
+            params[f"after{i}"] = to_timestamp(int(value)) if is_time else value
     if limit is not None:
         params["limit"] = limit
     text = _rows_sql(
@@ -298,7 +303,8 @@ def _iso_of(value: datetime) -> str:
 def decode_rows(spec: ViewSpec, rows: list[tuple[Any, ...]]) -> list[Row]:
     """Rows of `rows_statement` as the oracle spells them (time fields as ISO 8601 UTC)."""
     columns = spec.columns
-    times = [i for i, column in enumerate(columns) if column in spec.time_fields]
+    instants = (*spec.time_fields, *spec.instants)
+    times = [i for i, column in enumerate(columns) if column in instants]
     decoded: list[Row] = []
     for values in rows:
         row = list(values)
@@ -312,7 +318,7 @@ def position(spec: ViewSpec, values: tuple[Any, ...]) -> Position:
     """Where a row of `rows_statement` sorts: what the next page continues after."""
     by_column = dict(zip(spec.columns, values, strict=True))
     return tuple(
-        by_column[column] if column in spec.keys else to_ms(by_column[column])
+        to_ms(by_column[column]) if column in spec.time_fields else by_column[column]
         for column in sort_columns(spec)
     )
 

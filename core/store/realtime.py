@@ -18,10 +18,10 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 from psycopg.types.json import Jsonb
 
-from core.catalog import VIEWS
+from core.catalog import MATCH_SPECS, MATCH_VIEWS, VIEWS, ViewSpec
 from core.event_clock import EventClocks
 from core.store import state
-from core.store.schema import primary_key, realtime_table, rows_per_view
+from core.store.schema import primary_key, realtime_matches_table, realtime_table, rows_per_view
 from core.store.sessions import IN_REACH, reach_parameters
 from core.store.streams import archiver_stream
 from core.times import HOUR_MS, optional_ms, optional_timestamp
@@ -71,7 +71,8 @@ class Replacement:
 
 @dataclass(frozen=True)
 class Upsert:
-    """Changed rows of a view, by primary key, and rows (by their key) that no longer exist."""
+    """Changed rows of a view, by primary key, and rows (by their key) that no longer exist; or
+    of a pattern view's matches (`view` is then ``MATCH_SPECS[...].name``)."""
 
     view: str
     rows: Sequence[tuple] = ()
@@ -120,9 +121,17 @@ def claim(progress: StreamProgress, checkpoint_id: str) -> StreamProgress:
     return progress
 
 
+def _spec(name: str) -> ViewSpec:
+    """A view's spec, or a pattern view's matches' (``MATCH_SPECS``: their own table)."""
+    return VIEWS.get(name) or _MATCHES[name]
+
+
+_MATCHES = {spec.name: spec for spec in MATCH_SPECS.values()}
+
+
 def _upsert(conn: psycopg.Connection, stream: str, change: Upsert) -> None:
     table = realtime_table(change.view)
-    spec = VIEWS[change.view]
+    spec = _spec(change.view)
     key = primary_key(spec)
     positions = [spec.columns.index(column) for column in key]
     if change.deleted:
@@ -157,7 +166,7 @@ def _apply(conn: psycopg.Connection, stream: str, change: Change) -> None:
 
 def _replace(conn: psycopg.Connection, stream: str, change: Replacement) -> None:
     table = realtime_table(change.view)
-    spec = VIEWS[change.view]
+    spec = _spec(change.view)
     if change.users is not None and change.reach is not None:
         conn.execute(
             f"delete from {table} where stream = %s and user_id = any(%s) and {IN_REACH}",
@@ -247,10 +256,14 @@ def replace_all(conn: psycopg.Connection, stream: str, changes: Sequence[Change]
 
 
 def drop_stream(conn: psycopg.Connection, stream: str) -> None:
-    """Delete every real-time row and the progress of a stream (a retired Kappa version)."""
+    """Delete every real-time row (views and matches) and the progress of a stream (a retired
+    Kappa version)."""
     with conn.transaction():
         for view in VIEWS:
             conn.execute(f"delete from {realtime_table(view)} where stream = %s", (stream,))
+        for view in MATCH_VIEWS:
+            table = realtime_matches_table(view)
+            conn.execute(f"delete from {table} where stream = %s", (stream,))
         conn.execute("delete from stream_progress where stream = %s", (stream,))
         state.drop(conn, stream)
 

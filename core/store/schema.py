@@ -7,6 +7,9 @@
 - `batch_<view>`: batch views, every row tagged with its version.
 - `rt_<view>`: real-time views, keyed by stream (`lambda-speed`, `kappa-v3`, ...) and the
   view's key; written by idempotent keyed upserts.
+- `batch_<view>_matches`, `rt_<view>_matches`: a pattern view's complex events
+  (``core.catalog.MATCH_VIEWS``: `search_conversions`), one per converted search, tagged like
+  the view's rows (version; stream) and read in the same snapshot.
 - `stream_progress`: per stream, the last committed micro-batch (for exactly-once upserts),
   the watermark, and the counts of late-dropped and quarantined records.
 - `stream_state`, `stream_late`, `stream_quarantine`: the streams' keyed state and audit
@@ -25,13 +28,20 @@ import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from core.catalog import VIEWS, ViewSpec
+from core.catalog import (
+    MATCH_COLUMNS,
+    MATCH_SPECS,
+    MATCH_TIME_FIELDS,
+    MATCH_VIEWS,
+    VIEWS,
+    ViewSpec,
+)
 from core.store import batch_inputs, comparison_reports, quality_results, state, step_runs
 
 if TYPE_CHECKING:
     import psycopg
 
-_VALUE_TYPES = {"ctr": "double precision"}
+_VALUE_TYPES = {"ctr": "double precision", "conversion_rate": "double precision"}
 
 
 def batch_table(view: str) -> str:
@@ -40,6 +50,14 @@ def batch_table(view: str) -> str:
 
 def realtime_table(view: str) -> str:
     return f"rt_{view}"
+
+
+def batch_matches_table(view: str) -> str:
+    return batch_table(MATCH_SPECS[view].name)
+
+
+def realtime_matches_table(view: str) -> str:
+    return realtime_table(MATCH_SPECS[view].name)
 
 
 def rows_per_view(
@@ -62,25 +80,50 @@ def _columns(spec: ViewSpec) -> list[str]:
     )
 
 
+def _match_columns() -> list[str]:
+    return [
+        f"{c} {'timestamptz' if c in MATCH_TIME_FIELDS else 'text'} not null" for c in MATCH_COLUMNS
+    ]
+
+
+def _match_tables(view: str) -> list[str]:
+    """A pattern view's matches, per version and per stream: keyed by the search, with an index
+    in reading order (query in the C collation, window, search id), as a view's key order."""
+    columns = ", ".join(_match_columns())
+    key = ", ".join(primary_key(MATCH_SPECS[view]))
+    statements = []
+    for table, tag, tag_type in (
+        (batch_matches_table(view), "version", "integer"),
+        (realtime_matches_table(view), "stream", "text"),
+    ):
+        statements += [
+            f"create table if not exists {table} "
+            f"({tag} {tag_type} not null, {columns}, primary key ({tag}, {key}))",
+            key_order_index(table, tag, MATCH_SPECS[view]),
+        ]
+    return statements
+
+
 def primary_key(spec: ViewSpec) -> tuple[str, ...]:
     """A row's identity within a version or stream: its keys and the start of its window (or
-    session), if it has one."""
-    return (*spec.keys, *spec.time_fields[:1])
+    session), if it has one, and what tells its rows apart there (a match's search id)."""
+    return (*spec.keys, *spec.time_fields[:1], *spec.order_after)
 
 
 def sort_columns(spec: ViewSpec) -> tuple[str, ...]:
     """The order readers get rows in: key fields, then the window's start (its end follows from
-    it), or a session's start and end (two sessions of a user may start together); a view of
-    the current state has its keys alone."""
+    it) and the text columns that tell its rows apart (``order_after``: a match's search id),
+    or a session's start and end (two sessions of a user may start together); a view of the
+    current state has its keys alone."""
     if spec.window_ms is not None:
-        return (*spec.keys, spec.time_fields[0])
+        return (*spec.keys, spec.time_fields[0], *spec.order_after)
     return (*spec.keys, *spec.time_fields)
 
 
 def key_order_index(table: str, tag: str, spec: ViewSpec) -> str:
-    """A btree in reading order (keys in the C collation); the primary key's own is in the
+    """A btree in reading order (text in the C collation); the primary key's own is in the
     database's collation, and stops at the window's start."""
-    columns = [f'{c} collate "C"' if c in spec.keys else c for c in sort_columns(spec)]
+    columns = [c if c in spec.time_fields else f'{c} collate "C"' for c in sort_columns(spec)]
     return f"create index if not exists {table}_key_order on {table} ({tag}, {', '.join(columns)})"
 
 
@@ -138,6 +181,8 @@ def ddl() -> list[str]:
         if spec.keys:  # without keys the primary key is already in reading order
             statements.append(key_order_index(batch_table(spec.name), "version", spec))
             statements.append(key_order_index(realtime_table(spec.name), "stream", spec))
+    for view in MATCH_VIEWS:
+        statements += _match_tables(view)
     return statements
 
 

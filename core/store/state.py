@@ -7,7 +7,8 @@
   entity (a page, a user, a search id, a segment: ``key_text``), a time (an epoch-ms window
   start: ``key_ms``) or both (``stream_engine.state_rows`` maps a partial's key onto them,
   and refuses a key of another shape). A micro-batch reads only the keys its events touch (a
-  primary-key lookup) and writes back only those.
+  primary-key lookup) and writes back only those; for a partial whose finish joins its rows,
+  also the rows linked to those (``link_text``, indexed: ``load_linked``).
 - `stream_late`: the events a stream's watermark dropped, once each: the audit behind
   `late_dropped`.
 - `stream_quarantine`: the invalid records a stream read, with the reason.
@@ -55,6 +56,20 @@ DDL = (
     # index alone (a HOT update; 100,000 of them 0.7-1.2 s against 1.2-1.6 s when packed full).
     # Stores from before get it for the pages they fill from now on.
     "alter table stream_state set (fillfactor = 70)",
+    # A partial whose finish joins its rows (``PartialAggregate.link``: search_conversions'
+    # searches and their searcher's orders) keeps the column they meet on beside the key, so
+    # that a micro-batch finds the rows linked to the ones it touches (a user's searches) by
+    # an index, not by reading the JSON of every row. NULL for every other state.
+    "alter table stream_state add column if not exists link_text text",
+    """create index if not exists stream_state_link on stream_state (stream, view, link_text)
+        where link_text is not null""",
+    # A state bounded by the watermark (``PartialAggregate.expires``) keeps beside each row the
+    # event time past which the least watermark leaves nothing of it, so that a micro-batch
+    # deletes the rows no event touches any more (a search no one clicks) by an index, not by
+    # reading every row. NULL for every other state.
+    "alter table stream_state add column if not exists expires_ms bigint",
+    """create index if not exists stream_state_expires on stream_state (stream, view, expires_ms)
+        where expires_ms is not null""",
     """create table if not exists stream_late (
         stream text not null,
         event_id text not null,
@@ -103,10 +118,22 @@ NO_TEXT, NO_MS = "", 0
 @dataclass(frozen=True)
 class StateRows:
     """Rows of one state: their keys and, in the same order, their values (JSON text:
-    ``core.store.state_values``)."""
+    ``core.store.state_values``) and, for a partial whose finish joins its rows, their links
+    (``link_text``; none: all NULL)."""
 
     keys: StateKeys = StateKeys()
     values: Sequence[str] = ()
+    links: Sequence[str | None] = ()
+    expires: Sequence[int | None] = ()
+    """For a state bounded by the watermark, each row's ``PartialAggregate.expires`` (none:
+    all NULL)."""
+
+    def link_column(self) -> Sequence[str | None]:
+        """One link per row (NULL where the state has none)."""
+        return self.links or [None] * len(self.values)
+
+    def expires_column(self) -> Sequence[int | None]:
+        return self.expires or [None] * len(self.values)
 
 
 @dataclass
@@ -164,6 +191,31 @@ def load(conn: psycopg.Connection, stream: str, name: str, keys: StateKeys) -> l
     return [row[0] for row in rows]
 
 
+def load_linked(
+    conn: psycopg.Connection, stream: str, name: str, links: Sequence[str]
+) -> list[str]:
+    """The values stored with any of `links` as their link (``link_text``)."""
+    if not links:
+        return []
+    rows = conn.execute(
+        "select value from stream_state where stream = %s and view = %s "
+        "and link_text = any(%b::text[])",
+        (stream, name, list(links)),
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def expired(conn: psycopg.Connection, stream: str, name: str, watermark_ms: int) -> StateKeys:
+    """The keys of the rows of a state bounded by the watermark that `watermark_ms` (the least
+    of every partition's) has passed (``expires_ms``, indexed)."""
+    rows = conn.execute(
+        "select key_text, key_ms from stream_state where stream = %s and view = %s "
+        "and expires_ms < %s",
+        (stream, name, watermark_ms),
+    ).fetchall()
+    return StateKeys([row[0] for row in rows], [int(row[1]) for row in rows])
+
+
 def load_all(conn: psycopg.Connection, stream: str, name: str) -> list[str]:
     """Every value of one state of a stream."""
     rows = conn.execute(
@@ -190,17 +242,15 @@ def apply(conn: psycopg.Connection, stream: str, batch_id: int, writes: StateWri
             )
         if update.upserts.values:
             conn.execute(
-                "create temp table if not exists _state_in "
-                "(key_text text, key_ms bigint, value text) on commit delete rows"
+                f"create temp table if not exists _state_in ({_STATE_IN}) on commit delete rows"
             )
             conn.execute("truncate _state_in")
-            _copy(
-                conn, "copy _state_in (key_text, key_ms, value) from stdin", _rows(update.upserts)
-            )
+            _copy(conn, f"copy _state_in ({_ROW_COLUMNS}) from stdin", _rows(update.upserts))
             conn.execute(
-                "insert into stream_state (stream, view, key_text, key_ms, value) "
-                "select %s, %s, key_text, key_ms, value from _state_in "
-                "on conflict (stream, view, key_text, key_ms) do update set value = excluded.value",
+                f"insert into stream_state (stream, view, {_ROW_COLUMNS}) "
+                f"select %s, %s, {_ROW_COLUMNS} from _state_in "
+                "on conflict (stream, view, key_text, key_ms) do update set value = "
+                "excluded.value, link_text = excluded.link_text, expires_ms = excluded.expires_ms",
                 (stream, update.name),
             )
     for columns, table, rows in (
@@ -212,8 +262,20 @@ def apply(conn: psycopg.Connection, stream: str, batch_id: int, writes: StateWri
             _copy(conn, f"copy {table} (stream, {columns}, batch_id) from stdin", tagged)
 
 
-def _rows(rows: StateRows) -> Iterable[tuple[str, int, str]]:
-    return zip(rows.keys.texts, rows.keys.ms, rows.values, strict=True)
+_STATE_IN = "key_text text, key_ms bigint, value text, link_text text, expires_ms bigint"
+_ROW_COLUMNS = "key_text, key_ms, value, link_text, expires_ms"
+"""A state row's columns, as `_rows` gives them."""
+
+
+def _rows(rows: StateRows) -> Iterable[tuple[str, int, str, str | None, int | None]]:
+    return zip(
+        rows.keys.texts,
+        rows.keys.ms,
+        rows.values,
+        rows.link_column(),
+        rows.expires_column(),
+        strict=True,
+    )
 
 
 def replace_all(conn: psycopg.Connection, stream: str, states: Mapping[str, StateRows]) -> None:
@@ -222,7 +284,7 @@ def replace_all(conn: psycopg.Connection, stream: str, states: Mapping[str, Stat
     conn.execute("delete from stream_state where stream = %s", (stream,))
     _copy(
         conn,
-        "copy stream_state (stream, view, key_text, key_ms, value) from stdin",
+        f"copy stream_state (stream, view, {_ROW_COLUMNS}) from stdin",
         ((stream, name, *row) for name, rows in states.items() for row in _rows(rows)),
     )
 

@@ -14,9 +14,9 @@ from datetime import datetime
 
 import psycopg
 
-from core.catalog import VIEW_NAMES
+from core.catalog import MATCH_VIEWS, VIEW_NAMES
 from core.store import state
-from core.store.schema import batch_table, rows_per_view
+from core.store.schema import batch_matches_table, batch_table, rows_per_view
 from core.store.streams import LAMBDA_SPEED, kappa_stream
 from core.times import optional_ms
 
@@ -163,6 +163,10 @@ def drop_batch_rows(conn: psycopg.Connection, keep_version: int) -> None:
     with conn.transaction():
         for view in VIEW_NAMES:
             conn.execute(f"delete from {batch_table(view)} where version < %s", (keep_version,))
+        for view in MATCH_VIEWS:
+            conn.execute(
+                f"delete from {batch_matches_table(view)} where version < %s", (keep_version,)
+            )
         state.drop_batch_partials(conn, keep_version)
 
 

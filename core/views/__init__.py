@@ -1,4 +1,4 @@
-"""The business logic of the seven views, once, as mergeable partial aggregates.
+"""The business logic of the eight views, once, as mergeable partial aggregates.
 
 Each view is a ``core.views.partials.PartialAggregate`` (``PARTIALS``), written as Ibis
 expressions and compiled for each engine (``core.views.query``): the batch layer computes
@@ -12,16 +12,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from core.catalog import VIEW_NAMES, VIEWS
+from core.catalog import MATCH_COLUMNS, MATCH_TIME_FIELDS, MATCH_VIEWS, VIEW_NAMES, VIEWS
 from core.views import page_views as _page_views
 from core.views import page_views_hopping as _page_views_hopping
 from core.views import revenue_by_segment as _revenue
+from core.views import search_conversions as _search_conversions
 from core.views import search_ctr as _search_ctr
 from core.views import segment_totals as _segment_totals
 from core.views import sessions as _sessions
 from core.views import unique_users as _unique_users
 from core.views.partials import PartialAggregate
-from core.views.query import Query, on_spark, with_timestamps
+from core.views.query import Query, on_spark, timestamps_of, with_timestamps
 from core.views.tables import VIEW_INPUT_COLUMNS
 
 if TYPE_CHECKING:
@@ -37,11 +38,15 @@ PARTIALS: Final[dict[str, PartialAggregate]] = {
         _sessions,
         _page_views_hopping,
         _segment_totals,
+        _search_conversions,
     )
 }
 """View name -> its partial aggregate, in catalogue order."""
 
 assert tuple(PARTIALS) == VIEW_NAMES, "every catalogued view has one partial aggregate, in order"
+assert tuple(name for name, a in PARTIALS.items() if a.matches is not None) == MATCH_VIEWS, (
+    "the catalogue's views with matches are those whose partial emits them"
+)
 
 
 def compute_view(name: str, events: DataFrame, profiles: DataFrame) -> DataFrame:
@@ -65,6 +70,16 @@ def compute_partial(name: str, events: DataFrame, profiles: DataFrame) -> DataFr
     )
 
 
+def compute_matches(name: str, events: DataFrame, profiles: DataFrame) -> DataFrame:
+    """A pattern view's complex events (``core.catalog.MATCH_COLUMNS``), on Spark, from the
+    same inputs as ``compute_view``; times as timestamps."""
+    query = PARTIALS[name].matches_view_query
+    if query is None:
+        raise KeyError(f"view {name!r} has no matches; views with: {', '.join(MATCH_VIEWS)}")
+    rows = on_spark(events.sparkSession, query, in_events=events, in_profiles=profiles)
+    return timestamps_of(rows, MATCH_COLUMNS, MATCH_TIME_FIELDS)
+
+
 def compute_all(events: DataFrame, profiles: DataFrame) -> dict[str, DataFrame]:
     """Every view (catalogue order), on Spark, as ``compute_view``."""
     return {name: compute_view(name, events, profiles) for name in PARTIALS}
@@ -83,6 +98,7 @@ __all__ = [
     "VIEW_INPUT_COLUMNS",
     "PartialAggregate",
     "compute_all",
+    "compute_matches",
     "compute_partial",
     "compute_view",
     "keep",

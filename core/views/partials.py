@@ -24,7 +24,10 @@ is not additive: its partial rows are the sessions themselves, replaced per user
 
 Each aggregate also says what a new event or profile version invalidates: the ``key`` of its
 partial. A stream looks up exactly those keys' state, and a view row changes only through the
-contributions of the keys it touched (``delta``), so the engine holds no view knowledge.
+contributions of the keys it touched (``delta``), so the engine holds no view knowledge. A
+partial whose finish joins two kinds of its rows (``search_conversions``: a search's row with
+its searcher's orders) names the column they meet on (``link``): a stream then looks up the
+rows linked to the touched ones too, and derives the contributions of them all.
 """
 
 from __future__ import annotations
@@ -37,13 +40,16 @@ import ibis
 import ibis.expr.types as ir
 
 import core.views.tables as tables
-from core.catalog import VIEWS
+from core.catalog import MATCH_COLUMNS, VIEWS
 from core.views.query import Query
 
 ROWS = "_rows"
 """In totals: how many contributions a view row has; a row with none is no row at all."""
 
 SIGN = "_sign"
+
+EXPIRES = "expires_ms"
+"""``PartialAggregate.expires_query``'s column: a row's ``expires``."""
 
 Partial = Callable[[ir.Table, ir.Table], ir.Table]
 """(events, profiles) -> partial."""
@@ -72,6 +78,27 @@ class PartialAggregate:
     """Additive views: summed counters per ``total_key`` -> the view's rows."""
     merge_rows: Callable[[ir.Table], ir.Table] | None = None
     """Non-additive views: a union of partial rows -> merged partial rows (several per key)."""
+    matches: Callable[[ir.Table], ir.Table] | None = None
+    """A pattern's view: partial rows -> its complex events (``core.catalog.MATCH_COLUMNS``),
+    each a function of its key's row alone, so a stream replaces the touched keys' matches."""
+    expire: Callable[[ir.Table, ir.Table], ir.Table] | None = None
+    """A state bounded by the watermark: (partial, watermarks per partition) -> the partial
+    without the facts no later event can still change (``tables.WATERMARKS``). Applied to the
+    state a stream writes back only: the expired facts' contributions are final."""
+    expires: Callable[[ir.Table], ir.IntegerValue] | None = None
+    """With ``expire``: a partial row -> the event time past which the least watermark leaves
+    ``expire`` nothing of the row (its facts' bounds, the latest of them). A stream keeps it
+    beside the row's key and deletes the rows it has passed, touched or not: what bounds the
+    state of keys no later event touches (a search no one clicks)."""
+    link: str | None = None
+    """A partial whose finish joins its rows (a table-table join within the partial): the
+    column on which they meet. A row's contributions and matches depend on the rows sharing
+    its value of it (none when NULL) and on no other, so a stream re-derives those of every
+    stored row linked to a row it touches, not only the touched keys'."""
+
+    def __post_init__(self) -> None:
+        if (self.expire is None) != (self.expires is None):
+            raise ValueError(f"{self.view}: a bounded state needs both expire and expires")
 
     @property
     def additive(self) -> bool:
@@ -194,6 +221,42 @@ class PartialAggregate:
         totals = tables.table("totals", self.totals_schema)
         delta = tables.table("delta", self.totals_schema)
         return Query(f"{self.view}.add_totals", self.add_totals(totals, delta))
+
+    @cached_property
+    def matches_query(self) -> Query | None:
+        """``in_partial`` -> its complex events, or None for a view with none."""
+        if self.matches is None:
+            return None
+        return Query(f"{self.view}.matches", self.matches(tables.table("partial", self.schema)))
+
+    @cached_property
+    def matches_view_query(self) -> Query | None:
+        """``in_events``, ``in_profiles`` -> the complex events of all of them:
+        ``matches(partial(events))`` (the batch's), or None for a view with none."""
+        if self.matches is None:
+            return None
+        expr = self.matches(self.partial_query.expr).select(*MATCH_COLUMNS)
+        return Query(f"{self.view}.matches_view", expr)
+
+    @cached_property
+    def expire_query(self) -> Query | None:
+        """``in_partial``, ``in_watermarks`` -> the partial left once the watermarks passed,
+        or None for a view whose state is not bounded so."""
+        if self.expire is None:
+            return None
+        partial = tables.table("partial", self.schema)
+        watermarks = tables.table("watermarks", tables.WATERMARKS)
+        return Query(f"{self.view}.expire", self.expire(partial, watermarks).cast(self.schema))
+
+    @cached_property
+    def expires_query(self) -> Query | None:
+        """``in_partial`` -> its rows with their ``EXPIRES`` (``expires``), or None for a view
+        whose state is not bounded by the watermark."""
+        if self.expires is None:
+            return None
+        partial = tables.table("partial", self.schema)
+        expires = self.expires(partial).cast("int64")
+        return Query(f"{self.view}.expires", partial.mutate(**{EXPIRES: expires}))
 
     @cached_property
     def finish_totals_query(self) -> Query:

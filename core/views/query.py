@@ -23,7 +23,7 @@ timestamp); ``with_timestamps`` (Spark) and ``core.views.rows`` (Arrow) dress th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -114,25 +114,29 @@ def registered(con: duckdb.DuckDBPyConnection, **tables: Any) -> Iterator[None]:
 
 def with_timestamps(frame: DataFrame, spec: ViewSpec) -> DataFrame:
     """A view's rows from Spark with its two time fields as timestamps (they are epoch ms)."""
+    return timestamps_of(frame, spec.columns, spec.time_fields)
+
+
+def timestamps_of(
+    frame: DataFrame, columns: Sequence[str], time_fields: Sequence[str]
+) -> DataFrame:
+    """`columns` of a frame from Spark, in order, `time_fields` (epoch ms) as timestamps."""
     from pyspark.sql import functions as F  # deferred: pyspark
 
     return frame.select(
-        *(
-            F.timestamp_millis(F.col(c)).alias(c) if c in spec.time_fields else F.col(c)
-            for c in spec.columns
-        )
+        *(F.timestamp_millis(F.col(c)).alias(c) if c in time_fields else F.col(c) for c in columns)
     )
 
 
 def store_table(table: pa.Table, spec: ViewSpec) -> pa.Table:
     """A view's rows from DuckDB as the store's columns: ``spec.columns`` in order, the two
-    time fields (epoch ms) as UTC timestamps."""
+    time fields (epoch ms) as UTC timestamps (a match's event times too)."""
     import pyarrow as pa  # deferred: pyarrow
 
     columns = []
     for name in spec.columns:
         column = table.column(name)
-        if name in spec.time_fields:
+        if name in spec.time_fields or name in spec.instants:
             column = column.cast(pa.timestamp("ms", tz="UTC"))
         columns.append(column)
     return pa.table(columns, names=list(spec.columns))

@@ -7,10 +7,12 @@ micro-batch. Input names start with ``in_`` so that no column shares one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 import ibis
 import ibis.expr.types as ir
+import pyarrow as pa
 
 EVENTS: Final = ibis.schema(
     {
@@ -41,6 +43,17 @@ PROFILES: Final = ibis.schema(
     }
 )
 """Profile versions and tombstones with their log position (``core.ingestion.parse_profiles``)."""
+
+WATERMARKS: Final = ibis.schema({"partition": "int32", "watermark_ms": "int64"})
+"""Per partition of ``events``, the event time before which an event is late
+(``core.event_clock.EventClocks.threshold``): what bounds a pattern's state."""
+
+
+def watermarks_table(watermarks: Mapping[int, int | None]) -> pa.Table:
+    """``WATERMARKS``' rows from ``core.event_clock.EventClocks.thresholds``."""
+    rows = [{"partition": p, "watermark_ms": ms} for p, ms in watermarks.items()]
+    return pa.Table.from_pylist(rows, schema=WATERMARKS.to_pyarrow())
+
 
 VIEW_INPUT_COLUMNS: Final[tuple[str, ...]] = tuple(EVENTS.names)
 """The event columns a path hands to the views (it selects these first)."""

@@ -9,6 +9,11 @@
 // for the totals). A failed poll (503 while the store is down, or no answer at all) shows a
 // banner on that architecture's panel and polling goes on, so the page recovers by itself.
 //
+// For a view with matches (config.matches, from core.catalog.MATCH_SPECS: search_conversions),
+// each architecture's first config.matches_shown matched patterns (search -> click -> order,
+// GET /v1/views/{view}/matches) are polled beside it the same way and shown under the panels;
+// for any other view that section is hidden and nothing more is asked.
+//
 // Below the panels, the last comparison's verdict (GET /v1/comparison): a row per question,
 // Lambda's figure beside Kappa's, which one is ahead and by how much, each question linked to
 // its figure in the published report. Runs are rare (by hand, a few a day): it is read at load
@@ -22,6 +27,7 @@ const TABLE_ROWS = 50;
 const HISTORY_POINTS = 900; // 30 minutes of polls per chart
 const CHART_HEIGHT = 130;
 const COMPARISON_POLL_MS = 60000;
+const ISO_INSTANT = /^\d{4}-\d\d-\d\dT.*Z$/; // as the API writes them: UTC, with a Z
 
 const ARCHITECTURES = [
   { name: "lambda", title: "Lambda", color: "#c05621" },
@@ -29,8 +35,8 @@ const ARCHITECTURES = [
 ];
 
 // Written into the page by the server: each view's fields in row order (no time fields for
-// the current state) and what one row spans, and the API's largest page
-// (LK_SERVE_PAGE_LIMIT_MAX).
+// the current state) and what one row spans, the API's largest page (LK_SERVE_PAGE_LIMIT_MAX),
+// and the views with matches, each with the columns shown of them.
 const config = JSON.parse(document.getElementById("config").textContent);
 const integer = new Intl.NumberFormat("en-US");
 
@@ -62,15 +68,27 @@ function columns() {
   return [...spec.keys, ...spec.time_fields, ...spec.values];
 }
 
+function hasMatches() {
+  return Object.hasOwn(config.matches, view);
+}
+
 // --- one panel per architecture -------------------------------------------------------------
 
 function createPanel(architecture) {
-  const node = document.getElementById("panel").content.firstElementChild.cloneNode(true);
-  node.id = architecture.name;
+  const node = fromTemplate("panel", architecture, architecture.name);
+  document.getElementById("architectures").append(node);
+  // Its matches in a section of their own, under both panels: the panel's tables stay the view's.
+  const matchesNode = fromTemplate("matches-panel", architecture, `matches-${architecture.name}`);
+  document.getElementById("matches-architectures").append(matchesNode);
+  return { ...architecture, node, matchesNode, charts: [] };
+}
+
+function fromTemplate(template, architecture, id) {
+  const node = document.getElementById(template).content.firstElementChild.cloneNode(true);
+  node.id = id;
   node.dataset.architecture = architecture.name;
   node.querySelector(".name").textContent = architecture.title;
-  document.getElementById("architectures").append(node);
-  return { ...architecture, node, charts: [] };
+  return node;
 }
 
 function reset(panel) {
@@ -80,6 +98,7 @@ function reset(panel) {
     error: null,
     unchanged: 0, // 304s since the answer on screen was read
     history: [[], [], []], // poll time (s), total, rows; null while unavailable: a gap
+    matches: { etag: null, answer: null, error: null }, // answer: { rows, more, readAt }
   });
   for (const chart of panel.charts) chart.destroy();
   const value = mainValue();
@@ -89,6 +108,7 @@ function reset(panel) {
   ];
   renderAnswer(panel);
   renderStatus(panel);
+  renderMatches(panel);
 }
 
 function chart(panel, selector, title, series) {
@@ -141,9 +161,19 @@ class PollFailed extends Error {
 async function fetchPage(architecture, cursor, etag) {
   const params = new URLSearchParams({ architecture, limit: String(config.page_limit) });
   if (cursor !== null) params.set("cursor", cursor);
+  return fetchAnswer(`v1/views/${encodeURIComponent(view)}`, params, etag);
+}
+
+// The first matches only, without the view's filters (the dashboard sets none): a glimpse.
+async function fetchMatches(architecture, etag) {
+  const params = new URLSearchParams({ architecture, limit: String(config.matches_shown) });
+  return fetchAnswer(`v1/views/${encodeURIComponent(view)}/matches`, params, etag);
+}
+
+async function fetchAnswer(path, params, etag) {
   let response;
   try {
-    response = await fetch(`v1/views/${encodeURIComponent(view)}?${params}`, {
+    response = await fetch(`${path}?${params}`, {
       // Our own If-None-Match, and no browser cache: a 304 reaches this script as a 304.
       headers: etag === null ? {} : { "If-None-Match": etag },
       cache: "no-store",
@@ -222,10 +252,40 @@ async function poll(panel, polled) {
   renderStatus(panel);
 }
 
+// One request: its first page is all the section shows, so no cursor is followed (and no 409).
+async function pollMatches(panel, polled) {
+  const shown = panel.matches;
+  let { etag } = shown;
+  let answer = null;
+  let error = null;
+  try {
+    const first = await fetchMatches(panel.name, shown.etag);
+    if (first !== null) {
+      const { matches, meta } = first.body;
+      answer = { rows: matches, more: meta.next_cursor !== null, readAt: new Date() };
+      etag = first.etag;
+    }
+  } catch (failure) {
+    if (!(failure instanceof PollFailed)) console.error(failure); // a bug of this page
+    error = failure instanceof PollFailed ? failure.message : `the page failed: ${failure}`;
+  }
+  if (polled !== generation) return; // the view changed meanwhile
+  shown.error = error;
+  if (answer !== null) Object.assign(shown, { answer, etag });
+  renderMatches(panel);
+}
+
 async function tick() {
   const polled = generation;
   // A hidden tab polls nothing; it catches up when shown again (visibilitychange).
-  if (!document.hidden) await Promise.all(panels.map((panel) => poll(panel, polled)));
+  if (!document.hidden) {
+    const matches = hasMatches();
+    await Promise.all(
+      panels.map((panel) =>
+        Promise.all([poll(panel, polled), matches ? pollMatches(panel, polled) : null]),
+      ),
+    );
+  }
   if (polled === generation) schedule(POLL_MS);
 }
 
@@ -259,6 +319,10 @@ function record(panel) {
 
 function renderWindow() {
   document.getElementById("window").textContent = config.views[view].window;
+  const section = document.getElementById("matches");
+  section.hidden = !hasMatches();
+  section.querySelector(".view").textContent = view;
+  section.querySelector(".shown").textContent = String(config.matches_shown);
 }
 
 function renderStatus(panel) {
@@ -307,6 +371,53 @@ function renderAnswer(panel) {
   );
 }
 
+// The matches on screen, the way renderStatus and renderAnswer show a view's answer: the last
+// one read stays, dimmed under a banner, while a poll fails.
+function renderMatches(panel) {
+  const { matchesNode: node } = panel;
+  const { answer, error } = panel.matches;
+  const banner = node.querySelector(".banner");
+  banner.hidden = error === null;
+  banner.textContent = error === null ? "" : `${error}; retrying every ${POLL_MS / 1000} s`;
+  node.classList.toggle("stale", error !== null);
+  node.querySelector(".status").textContent =
+    answer === null ? "waiting for a first answer" : `read at ${clock(answer.readAt)}`;
+  const fields = hasMatches() ? config.matches[view] : [];
+  node.querySelector("thead").replaceChildren(
+    row(fields.map((field) => cell("th", field, field))),
+  );
+  node.querySelector(".summary").textContent = answer === null ? "" : matchesText(answer);
+  node.querySelector("tbody").replaceChildren(
+    ...(answer?.rows ?? []).map((values) => {
+      const texts = matchTexts(fields, values);
+      return row(fields.map((field, i) => cell("td", field, texts[i])));
+    }),
+  );
+}
+
+// A row's later times on the day of its first (a click and an order within the hour of their
+// search) read as the time of day alone, so the row fits its half of the page.
+function matchTexts(fields, values) {
+  let day = null;
+  return fields.map((field) => {
+    const text = format(field, values[field]);
+    if (!ISO_INSTANT.test(values[field])) return text;
+    const [date, time] = text.split(" ");
+    if (day === null) {
+      day = date;
+      return text;
+    }
+    return date === day ? time : text;
+  });
+}
+
+function matchesText({ rows, more }) {
+  const count = integer.format(rows.length);
+  if (more) return `the first ${count} matches shown; more follow`;
+  if (rows.length === 0) return "no match yet";
+  return `${count} ${rows.length === 1 ? "match" : "matches"}, all shown`;
+}
+
 function metaText(architecture, field, meta) {
   if (meta === null) return "…";
   const value = meta[field];
@@ -337,7 +448,7 @@ function format(field, value) {
   if (field === "ctr") return value.toFixed(3); // the one fraction among the values
   if (typeof value === "number") return integer.format(value);
   // ISO 8601 instants in UTC: "2026-11-01T10:00:00.000Z" -> "2026-11-01 10:00:00"
-  if (/^\d{4}-\d\d-\d\dT.*Z$/.test(value)) return value.replace("T", " ").replace(/(\.0+)?Z$/, "");
+  if (ISO_INSTANT.test(value)) return value.replace("T", " ").replace(/(\.0+)?Z$/, "");
   return String(value);
 }
 

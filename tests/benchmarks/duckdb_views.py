@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
 
-from core.catalog import CLICK_WINDOW_MS, VIEWS
+from core.catalog import LOOKAHEAD_MS, VIEWS
 from core.ingestion import PROFILE_COLUMNS
 from core.object_store import object_store
 from core.settings import Settings
@@ -109,7 +109,7 @@ def compute(
         "create table deduped as select * from events qualify row_number() over "
         '(partition by event_id order by "partition", "offset") = 1'
     )
-    window_bound = int(cutoff_ms) + CLICK_WINDOW_MS
+    window_bound = int(cutoff_ms) + LOOKAHEAD_MS
     windows = con.sql(f"select * from deduped where event_ts < {window_bound}").to_arrow_table()
     before = con.sql(f"select * from deduped where event_ts < {int(cutoff_ms)}").to_arrow_table()
     profiles = con.sql("select * from profiles").to_arrow_table()

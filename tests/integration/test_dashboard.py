@@ -1,8 +1,8 @@
 """The live dashboard (`GET /` of `lk serve`) in Debian's Chromium, on both architectures'
 real output: it shows Lambda and Kappa side by side, updates once events are produced and
-processed, follows the chosen view, and shows a banner per architecture while the store is
-down, recovering by itself once it is back; below, the last comparison's verdict once one is
-published (`GET /v1/comparison`).
+processed, follows the chosen view (a pattern view's first matches under it), and shows a
+banner per architecture while the store is down, recovering by itself once it is back; below,
+the last comparison's verdict once one is published (`GET /v1/comparison`).
 
 The stream jobs (Lambda's speed layer, Kappa's version 1) run on the shared stack, on topics
 and buckets of this module's own, and write to a Postgres of this module's own, so stopping it
@@ -31,13 +31,13 @@ import httpx
 import pytest
 
 from core import workload
-from core.catalog import VIEW_NAMES, VIEWS
+from core.catalog import MATCH_SPECS, VIEW_NAMES, VIEWS
 from core.kafka_io import produce_file
 from core.settings import Settings
 from core.store import comparison_reports
 from core.store.connection import connect, ensure_schema
 from infra.stack.postgres import Postgres
-from serving.api.routes.dashboard import window_text
+from serving.api.routes.dashboard import MATCHES_SHOWN, match_columns, window_text
 from tests.browser import chromium
 from tests.conftest import ROOT
 from tests.integration.helpers import isolated_settings, settings_env
@@ -251,7 +251,31 @@ def test_switching_the_view_shows_its_rows(browser: Browser, api: str) -> None:
             panel = page.locator(f"#{architecture}")
             expect(panel.locator("thead th")).to_have_text(list(VIEWS[view].columns))
             expect(panel.locator(".u-title").first).to_have_text(f"total {value}")
+        _expect_matches(browser, api, view)
     assert browser.console_errors == []
+
+
+def _expect_matches(browser: Browser, api: str, view: str) -> None:
+    """A pattern view's section of matches: each architecture's first page, as many rows as
+    the API's; hidden for any other view."""
+    from playwright.sync_api import expect
+
+    section = browser.page.locator("#matches")
+    if view not in MATCH_SPECS:
+        expect(section).to_be_hidden()
+        return
+    expect(section).to_be_visible()
+    with httpx.Client(base_url=api, timeout=30) as client:
+        for architecture in ("lambda", "kappa"):
+            params = {"architecture": architecture, "limit": MATCHES_SHOWN}
+            answer = client.get(f"/v1/views/{view}/matches", params=params)
+            assert answer.status_code == 200, answer.text
+            panel = section.locator(f"#matches-{architecture}")
+            expect(panel.locator("thead th")).to_have_text(list(match_columns(MATCH_SPECS[view])))
+            expect(panel.locator("tbody tr")).to_have_count(
+                len(answer.json()["matches"]), timeout=UPDATE_TIMEOUT_MS
+            )
+            expect(panel.locator(".banner")).to_be_hidden()
 
 
 def test_a_store_outage_shows_a_banner_per_architecture_and_recovers(

@@ -15,7 +15,7 @@ from batch_layer import archiver
 from batch_layer.errors import BatchError
 from batch_layer.pipeline import run_batch
 from core import workload
-from core.catalog import VIEW_NAMES, VIEWS
+from core.catalog import VIEWS
 from core.events import Event, ProfileChange, Rejected, parse_event
 from core.kafka_io import produce_file
 from core.oracle import (
@@ -33,17 +33,19 @@ from core.times import iso
 from serving.main import create_app
 from speed_layer.lambda_speed import SpeedLayer
 from tests.integration.helpers import isolated_settings
-from tests.serving_pages import read_whole
+from tests.serving_pages import ANSWERS, oracle_answers, read_answers
 
 
 def _served(settings: Settings) -> dict[str, dict]:
+    """Every view and pattern view's matches, as the API serves them (`ANSWERS`)."""
     with TestClient(create_app(settings)) as client:
-        return {view: read_whole(client.get, view) for view in VIEW_NAMES}
+        return read_answers(client.get)
 
 
 def _assert_equal(served: dict[str, dict], expected: OracleResult) -> None:
-    for view in VIEW_NAMES:
-        assert served[view]["rows"] == expected.views[view], view
+    answers = oracle_answers(expected)
+    for name in ANSWERS:
+        assert served[name]["rows"] == answers[name], name
 
 
 def _event_ids(lines: list[bytes]) -> set[str]:
@@ -81,7 +83,8 @@ def expected_across_the_cutoff(
 ) -> OracleResult:
     """The merged answer: a tumbling window before the cutoff is the batch's, computed from
     what the batch saw (a search there counts a click of the 30 minutes after the cutoff,
-    late or not: the batch sees every event); every other row as the speed layer kept it."""
+    late or not: the batch sees every event), and so are its searches' matches; every other
+    row as the speed layer kept it."""
     speed = compute_views(lines, profile_changes, keep=speed_side)
     batch = compute_views(lines, profile_changes, keep=batch_side)
     for name, spec in VIEWS.items():
@@ -93,6 +96,11 @@ def expected_across_the_cutoff(
             + [row for row in speed.views[name] if row["window_start"] >= iso(cutoff)],
             key=lambda row: tuple(row[field] for field in order),
         )
+    # The matches as the views: a search before the cutoff is the batch's (``oracle_answers``
+    # puts them in reading order).
+    speed.matches = [m for m in batch.matches if m["window_start"] < iso(cutoff)] + [
+        m for m in speed.matches if m["window_start"] >= iso(cutoff)
+    ]
     return speed
 
 

@@ -125,6 +125,18 @@ def _view_rows(view: str) -> list[dict[str, Any]]:
                         "ctr": clicks / 4,
                     }
                 )
+        elif view == "search_conversions":
+            for query, clicked, converted in (("shoes", 2, 1), ("hats", 0, 0), ("Ünïcode", 4, 3)):
+                rows.append(
+                    {
+                        "query": query,
+                        **_window(begin, HOUR_MS),
+                        "searches": 4,
+                        "clicked": clicked,
+                        "converted": converted,
+                        "conversion_rate": converted / 4,
+                    }
+                )
         elif view == "revenue_by_segment":
             for segment in ("gold", "silver", "none"):
                 rows.append({"segment": segment, **_window(begin, HOUR_MS), "revenue_cents": 999})

@@ -50,7 +50,15 @@ def test_a_store_from_before_keeps_every_state_row_under_its_typed_key(store: Se
             "select column_name from information_schema.columns "
             "where table_name = 'stream_state' order by column_name"
         ).fetchall()
-        assert [c for (c,) in columns] == ["key_ms", "key_text", "stream", "value", "view"]
+        assert [c for (c,) in columns] == [
+            "expires_ms",
+            "key_ms",
+            "key_text",
+            "link_text",
+            "stream",
+            "value",
+            "view",
+        ]
 
 
 def test_a_key_is_its_values_written_looked_up_and_deleted_alike(store: Settings) -> None:

@@ -39,7 +39,7 @@ from tests.k8s.faults import BATCH_STEP, BatchFault, Outcome, lambda_version
 from tests.k8s.kube import Kube
 from tests.k8s.prometheus_api import PrometheusApi
 from tests.k8s.serving_views import ServingReader, difference, wait_until_exact
-from tests.serving_pages import read_whole
+from tests.serving_pages import ANSWERS, oracle_answers, read_whole
 
 BATCH_DAG = "lambda_batch"
 REPROCESS_DAG = "kappa_reprocess"
@@ -49,7 +49,7 @@ COMPARISON_TIMEOUT_S = 3600
 STORE_WAIT_S = 180
 SERVING = f"svc/{RELEASE}-serving"
 COMPONENT = "app.kubernetes.io/component"
-VIEWS = VIEW_NAMES  # all seven
+VIEWS = VIEW_NAMES  # all eight
 BATCH_RUNS: list[str] = []
 """The `lambda_batch` runs the tests triggered (the observability tests read what they left)."""
 
@@ -317,15 +317,17 @@ def _served(url: str, view: str, architecture: str) -> dict[str, Any]:
 def _wait_until_exact(
     kube: Kube, url: str, architecture: str, oracle: OracleResult
 ) -> dict[str, Any]:
-    """Poll the serving API until every view of `architecture` equals the oracle; the answers."""
+    """Poll the serving API until every view of `architecture`, and the pattern view's matches,
+    equal the oracle's; the answers."""
     deadline = time.monotonic() + CONVERGE_TIMEOUT_S
+    expected = oracle_answers(oracle)
     while True:
-        answers = {view: _served(url, view, architecture) for view in VIEWS}
-        if all(answers[v]["rows"] == oracle.views[v] for v in VIEWS):
+        answers = {name: _served(url, name, architecture) for name in ANSWERS}
+        if all(answers[n]["rows"] == expected[n] for n in ANSWERS):
             return answers
         if time.monotonic() > deadline:
-            off = [v for v in VIEWS if answers[v]["rows"] != oracle.views[v]]
-            why = "\n".join(difference(v, answers[v], oracle.views[v]) for v in off)
+            off = [n for n in ANSWERS if answers[n]["rows"] != expected[n]]
+            why = "\n".join(difference(n, answers[n], expected[n]) for n in off)
             raise AssertionError(
                 f"{architecture}: views still differ from the oracle: {off}\n{why}\n"
                 + _streams_state(kube)

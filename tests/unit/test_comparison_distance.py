@@ -2,7 +2,7 @@
 issue 42 included: `segment_totals` has no time fields and is matched on its segment alone. The
 oracle itself shows the compaction figure's claim: the as-of join needs every profile version,
 the table-table join only each user's last record, which compaction keeps. And the sampler's
-rows off per view (the late figure's) cover all seven views."""
+rows off per view (the late figure's) cover all eight views."""
 
 from __future__ import annotations
 

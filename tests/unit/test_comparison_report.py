@@ -62,7 +62,8 @@ FIGURE_IDS = (
     "fig-code",
 )
 VIEWS = VIEW_NAMES
-"""All seven, `page_views_hopping` and `segment_totals` (issue 42) among them."""
+"""All eight, `page_views_hopping` and `segment_totals` (issue 42) and `search_conversions`
+(issue 55) among them."""
 MIB, GIB = 2**20, 2**30
 NOT_MEASURED = "Not measured in this run."
 
@@ -98,8 +99,10 @@ LATE_LAMBDA = {
     "sessions": 5,
     "page_views_hopping": 20,
     "segment_totals": 2,
+    "search_conversions": 0,
 }
-"""Lambda's rows off per view before its batch (37 in all); none after it."""
+"""Lambda's rows off per view before its batch (37 in all); none after it. Every view has its
+number, as the sampler's `views_off` gives one per view of the catalogue."""
 LATE_KAPPA = {**LATE_LAMBDA, "search_ctr": 0}
 """Kappa's rows off per view before and after Lambda's batch (35 in all): its dropped events
 stay dropped. A dropped page view is off in ten hopping windows: 20 rows against 4."""
@@ -728,12 +731,12 @@ def test_the_report_lists_every_view_the_two_new_ones_included(
     written: tuple[ComparisonRun, Path, Path],
 ) -> None:
     page = written[1].read_text()
-    assert len(VIEWS) == 7
+    assert len(VIEWS) == 8
     assert {"page_views_hopping", "segment_totals"} <= set(VIEWS)
     # Steady state: every view's line, and a row per view in its table.
     how = _how(page, "fig-error")
-    assert "(7 views: " + ", ".join(VIEWS) + ")" in how
-    assert "The second table splits the steady state by view, all 7 of them" in how
+    assert "(8 views: " + ", ".join(VIEWS) + ")" in how
+    assert "The second table splits the steady state by view, all 8 of them" in how
     error = section_html(page, "fig-error")
     per_view = error[error.index("The steady state, per view") :]
     for view in VIEWS:
@@ -744,10 +747,30 @@ def test_the_report_lists_every_view_the_two_new_ones_included(
     assert "<td>page_views_hopping</td><td>20</td><td>0</td><td>20</td><td>20</td>" in per_view
     assert "<td>segment_totals</td><td>2</td><td>0</td><td>2</td><td>2</td>" in per_view
     how = _how(page, "fig-late")
-    assert "lambda was exact in all 7 views" in how
+    assert "lambda was exact in all 8 views" in how
     assert "kappa was off in page_views (4 rows), unique_users (1 row), revenue_by_segment" in how
     assert "page_views_hopping (20 rows), segment_totals (2 rows)" in how
     assert "missing from each of the ten overlapping 10-minute windows" in how
+
+
+def test_the_report_lists_search_conversions_wherever_it_lists_the_views(
+    written: tuple[ComparisonRun, Path, Path],
+) -> None:
+    """The eighth view, the pattern view, is in every list of views the report prints: they
+    come from the run's samples and late counts (`core.catalog.VIEW_NAMES` in the sampler), in
+    the catalogue's order, none from a list of seven."""
+    page = written[1].read_text()
+    assert VIEWS[-1] == "search_conversions"
+    assert ", segment_totals, search_conversions) over everything produced" in _how(
+        page, "fig-error"
+    )
+    error = section_html(page, "fig-error")
+    steady = error[error.index("The steady state, per view") :]
+    assert re.search(r"<tr><td>segment_totals</td>.*?</tr><tr><td>search_conversions</td>", steady)
+    late = section_html(page, "fig-late")
+    per_view = late[late.index("Rows off per view") :]
+    row = "<tr><td>search_conversions</td><td>0</td><td>0</td><td>0</td><td>0</td></tr>"
+    assert row in per_view
 
 
 def test_every_view_has_a_colour_of_its_own() -> None:

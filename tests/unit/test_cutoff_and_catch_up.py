@@ -21,9 +21,12 @@ T = parse_iso("2026-11-01T10:45:00Z")
 DELAY = 10 * MINUTE_MS
 
 
-def test_a_scheduled_cutoff_closes_what_the_watermark_and_the_click_window_allow() -> None:
-    # 10:45 less 10 min of watermark less 30 min of click window is 10:05: floored to 10:00.
-    assert choose_cutoff(None, None, T, DELAY) == parse_iso("2026-11-01T10:00:00Z")
+def test_a_scheduled_cutoff_closes_what_the_watermark_and_the_lookahead_allow() -> None:
+    # 10:45 less 10 min of watermark less 60 min of lookahead (a search's pattern: its order
+    # up to 60 min later) is 9:35: floored to 9:00.
+    assert choose_cutoff(None, None, T, DELAY) == parse_iso("2026-11-01T09:00:00Z")
+    # With 25 more minutes archived (11:10 less 70 min is 10:00), 10:00 closes.
+    assert choose_cutoff(None, None, T + 25 * MINUTE_MS, DELAY) == parse_iso("2026-11-01T10:00:00Z")
 
 
 def test_a_drain_closes_the_hour_after_the_last_event() -> None:

@@ -1,6 +1,7 @@
 """The dashboard at `/`: its page and assets are served without a store, load nothing from
 another host, and stay out of the API's OpenAPI schema; its table of the last comparison's
-verdict (`GET /v1/comparison`), in Chromium with the API's answers given by the test."""
+verdict (`GET /v1/comparison`) and a pattern view's matched patterns
+(`GET /v1/views/{view}/matches`), in Chromium with the API's answers given by the test."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ import re
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from fastapi.testclient import TestClient
 
-from core.catalog import VIEWS
+from core.catalog import MATCH_SPECS, MATCH_VIEWS, VIEWS
 from core.settings import Settings
-from serving.api.routes.dashboard import DASHBOARD_DIR
+from serving.api.routes.dashboard import DASHBOARD_DIR, MATCHES_SHOWN, match_columns
 from serving.main import create_app
 from tests.browser import chromium
 
@@ -88,6 +89,42 @@ def test_the_page_carries_the_catalogue_and_the_largest_page() -> None:
         )
 
 
+def test_the_page_says_which_views_have_matches_from_the_catalogue() -> None:
+    config = json.loads(_page(_client()).config)
+    assert list(config["matches"]) == list(MATCH_VIEWS) == ["search_conversions"]
+    assert config["matches"] == {
+        view: list(match_columns(spec)) for view, spec in MATCH_SPECS.items()
+    }
+    # Each event's id, then the three times in the pattern's order: search -> click -> order.
+    assert config["matches"]["search_conversions"] == [
+        "query",
+        "search_id",
+        "click_id",
+        "order_id",
+        "search_ts",
+        "click_ts",
+        "order_ts",
+    ]
+    assert all(set(columns) <= set(MATCH_SPECS[view].columns)
+               for view, columns in config["matches"].items())  # fmt: skip
+    assert config["matches_shown"] == MATCHES_SHOWN == 10
+
+
+def test_the_script_names_no_pattern_view_and_the_page_no_inline_code() -> None:
+    script = (DASHBOARD_DIR / "dashboard.js").read_text()
+    html = (DASHBOARD_DIR / "index.html").read_text()
+    # Which views have matches, and their columns, come from the configuration alone.
+    assert "config.matches" in script
+    for view in MATCH_VIEWS:
+        assert f'"{view}"' not in script and f"'{view}'" not in script, view
+    assert "/matches" in script
+    # No inline handler or script: only the configuration (JSON, never run) and the files.
+    assert not re.search(r"\son[a-z]+\s*=", html, re.IGNORECASE)
+    scripts = re.findall(r"<script\b([^>]*)>", html)
+    assert all("src=" in attrs or 'type="application/json"' in attrs for attrs in scripts)
+    assert 'id="matches"' in html and 'id="matches-panel"' in html
+
+
 def test_the_dashboard_is_not_part_of_the_api_schema() -> None:
     client = _client()
     paths = client.get("/openapi.json").json()["paths"]
@@ -118,6 +155,7 @@ def test_the_page_lists_every_view_with_what_a_row_spans() -> None:
         "sessions",
         "page_views_hopping",
         "segment_totals",
+        "search_conversions",
     ]
     # The current state has no time fields: its table is its key and values alone.
     assert views["segment_totals"] == {
@@ -183,7 +221,7 @@ PUBLISHED = {
     "verdict": VERDICT,
 }
 NOTHING_YET = {"report": None, "json": None, "published_at": None, "verdict": None}
-EMPTY_VIEW = {
+EMPTY_VIEW: dict[str, Any] = {
     "rows": [],
     "meta": {"architecture": "lambda", "view_version": None, "batch_cutoff": None,
              "speed_watermark": None, "quarantined": 0, "late_dropped": 0, "next_cursor": None},
@@ -196,15 +234,33 @@ def browser() -> Iterator[Any]:
         yield chrome
 
 
-def _open(browser: Any, comparison: dict[str, Any]) -> Any:
-    """The dashboard in a new page: the page and its assets from the app, `comparison` as
-    `GET /v1/comparison`'s answer, every view empty."""
+def _open(
+    browser: Any,
+    comparison: dict[str, Any],
+    view: str = "",
+    matches: dict[str, dict[str, Any]] | None = None,
+    asked: list[str] | None = None,
+) -> Any:
+    """The dashboard in a new page (at `#view` if given): the page and its assets from the app,
+    `comparison` as `GET /v1/comparison`'s answer, every view empty, and `matches` per
+    architecture as `GET /v1/views/{view}/matches`'s (its `status`, and its `body` if 200);
+    the URL of every API request is added to `asked`."""
     client = _client()
 
     def answer(route: Any) -> None:
-        path = urlsplit(route.request.url).path
+        url = urlsplit(route.request.url)
+        path = url.path
+        if path.startswith("/v1/") and asked is not None:
+            asked.append(f"{path}?{url.query}")
         if path == "/v1/comparison":
             route.fulfill(status=200, json=comparison)
+        elif path.startswith("/v1/views/") and path.endswith("/matches"):
+            architecture = parse_qs(url.query)["architecture"][0]
+            given = (matches or {}).get(architecture, {"status": 404})
+            if given["status"] == 200:
+                route.fulfill(status=200, json=given["body"], headers={"ETag": '"m"'})
+            else:
+                route.fulfill(status=given["status"], json={"detail": given.get("detail", "")})
         elif path.startswith("/v1/views/"):
             route.fulfill(status=200, json=EMPTY_VIEW, headers={"ETag": '"e"'})
         else:
@@ -215,7 +271,7 @@ def _open(browser: Any, comparison: dict[str, Any]) -> Any:
 
     page = browser.new_page()
     page.route(f"{ORIGIN}/**", answer)
-    page.goto(f"{ORIGIN}/")
+    page.goto(f"{ORIGIN}/{f'#{view}' if view else ''}")
     return page
 
 
@@ -274,3 +330,134 @@ def test_a_report_address_that_is_not_http_is_never_a_link(browser: Any) -> None
     expect(section.locator("tbody tr")).to_have_count(len(VERDICT))
     assert section.locator("tbody a").count() == 0
     assert section.get_by_role("link", name="the report").count() == 0
+
+
+# --- a pattern view's matched patterns -----------------------------------------------------------
+
+
+def _match(architecture: str, i: int) -> dict[str, Any]:
+    """The `i`-th match of a page: a search at 10:0i, its click a minute later, its order at
+    five minutes."""
+    return {
+        "query": "shoes",
+        "window_start": "2026-11-01T10:00:00Z",
+        "window_end": "2026-11-01T11:00:00Z",
+        "search_id": f"{architecture}-s{i}",
+        "user_id": f"u{i}",
+        "search_ts": f"2026-11-01T10:{i:02d}:00Z",
+        "click_ts": f"2026-11-01T10:{i + 1:02d}:00.250Z",
+        "click_id": f"{architecture}-c{i}",
+        "order_id": f"{architecture}-o{i}",
+        "order_ts": f"2026-11-01T10:{i + 5:02d}:00.000Z",
+    }
+
+
+def _matches_page(architecture: str, count: int, more: bool) -> dict[str, Any]:
+    meta = {**EMPTY_VIEW["meta"], "architecture": architecture,
+            "next_cursor": "next" if more else None}  # fmt: skip
+    rows = [_match(architecture, i) for i in range(count)]
+    return {"status": 200, "body": {"view": "search_conversions", "matches": rows, "meta": meta}}
+
+
+def _console(page: Any) -> list[str]:
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
+    return errors
+
+
+def test_a_pattern_views_matches_are_shown_per_architecture(browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    asked: list[str] = []
+    matches = {
+        "lambda": _matches_page("lambda", MATCHES_SHOWN, more=True),
+        "kappa": _matches_page("kappa", 2, more=False),
+    }
+    # Kappa's second: a search before midnight, its order after it (dated in full).
+    late = {"search_ts": "2026-11-01T23:50:00Z", "click_ts": "2026-11-01T23:55:00Z",
+            "order_ts": "2026-11-02T00:20:00Z"}  # fmt: skip
+    matches["kappa"]["body"]["matches"][1].update(late)
+    page = _open(browser, NOTHING_YET, "search_conversions", matches, asked)
+    errors = _console(page)
+    section = page.locator("#matches")
+    expect(section).to_be_visible()
+    expect(section.locator("h2")).to_contain_text(
+        "the first 10 of each architecture's /v1/views/search_conversions/matches"
+    )
+    columns = ["query", "search_id", "click_id", "order_id", "search_ts", "click_ts", "order_ts"]
+    for architecture, count, summary in (
+        ("lambda", MATCHES_SHOWN, "the first 10 matches shown; more follow"),
+        ("kappa", 2, "2 matches, all shown"),
+    ):
+        panel = section.locator(f"#matches-{architecture}")
+        expect(panel.locator("h3 .name")).to_have_text(architecture.title())
+        expect(panel.locator("thead th")).to_have_text(columns)
+        expect(panel.locator("tbody tr")).to_have_count(count)
+        expect(panel.locator(".summary")).to_have_text(summary)
+        expect(panel.locator(".status")).to_contain_text("read at ")
+        expect(panel.locator(".banner")).to_be_hidden()
+        # The search's date once: the click and the order on its day read as times of day.
+        expect(panel.locator("tbody tr").first.locator("td")).to_have_text(
+            ["shoes", f"{architecture}-s0", f"{architecture}-c0", f"{architecture}-o0",
+             "2026-11-01 10:00:00", "10:01:00.250", "10:05:00"]
+        )  # fmt: skip
+        # The architecture's own panel still shows the view alone (the integration test's
+        # locators, `#lambda thead th`, stay the view's).
+        expect(page.locator(f"#{architecture} thead th")).to_have_text(
+            list(VIEWS["search_conversions"].columns)
+        )
+    expect(section.locator("#matches-kappa tbody tr").nth(1).locator("td").nth(4)).to_have_text(
+        "2026-11-01 23:50:00"
+    )
+    expect(section.locator("#matches-kappa tbody tr").nth(1).locator("td").nth(5)).to_have_text(
+        "23:55:00"
+    )
+    expect(section.locator("#matches-kappa tbody tr").nth(1).locator("td").nth(6)).to_have_text(
+        "2026-11-02 00:20:00"
+    )
+    # The first page only, of each architecture, with no filter the dashboard does not set.
+    asked_matches = {url for url in asked if "/matches?" in url}
+    assert asked_matches == {
+        f"/v1/views/search_conversions/matches?architecture={a}&limit={MATCHES_SHOWN}"
+        for a in ("lambda", "kappa")
+    }
+    assert errors == []
+
+
+def test_other_views_hide_the_matches_and_ask_for_none(browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    asked: list[str] = []
+    matches = {a: _matches_page(a, 3, more=False) for a in ("lambda", "kappa")}
+    page = _open(browser, NOTHING_YET, "page_views", matches, asked)
+    errors = _console(page)
+    expect(page.locator("#lambda .status")).to_contain_text("read at ")
+    expect(page.locator("#matches")).to_be_hidden()
+    assert not any("/matches" in url for url in asked), asked
+    page.locator("#view").select_option("search_conversions")
+    expect(page.locator("#matches")).to_be_visible()
+    expect(page.locator("#matches-kappa tbody tr")).to_have_count(3)
+    page.locator("#view").select_option("sessions")
+    expect(page.locator("#matches")).to_be_hidden()
+    # A view's change empties the tables: the next pattern view starts from its own answer.
+    expect(page.locator("#matches-kappa tbody tr")).to_have_count(0)
+    assert errors == []
+
+
+def test_a_failed_matches_poll_shows_a_banner_on_that_architecture_alone(browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    down = "the serving store is unavailable: connection refused"
+    matches = {
+        "lambda": {"status": 503, "detail": down},
+        "kappa": _matches_page("kappa", 0, more=False),
+    }
+    page = _open(browser, NOTHING_YET, "search_conversions", matches)
+    lam, kappa = page.locator("#matches-lambda"), page.locator("#matches-kappa")
+    expect(lam.locator(".banner")).to_have_text(f"{down}; retrying every 2 s")
+    expect(lam).to_have_class(re.compile(r"\bstale\b"))
+    expect(lam.locator(".status")).to_have_text("waiting for a first answer")
+    expect(kappa.locator(".summary")).to_have_text("no match yet")
+    expect(kappa.locator(".banner")).to_be_hidden()
+    expect(kappa).not_to_have_class(re.compile(r"\bstale\b"))

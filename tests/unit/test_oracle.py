@@ -91,6 +91,7 @@ def test_every_view_is_present_in_catalogue_order() -> None:
         "sessions",
         "page_views_hopping",
         "segment_totals",
+        "search_conversions",
     )
     assert tuple(compute_views([pv("e1", "u1", at(10))]).views) == VIEW_NAMES
 
@@ -110,6 +111,15 @@ def test_row_fields_are_keys_then_time_then_values_as_catalogued() -> None:
         "sessions": ["user_id", "session_start", "session_end", "events"],
         "page_views_hopping": ["page", "window_start", "window_end", "count"],
         "segment_totals": ["segment", "users", "revenue_cents"],
+        "search_conversions": [
+            "query",
+            "window_start",
+            "window_end",
+            "searches",
+            "clicked",
+            "converted",
+            "conversion_rate",
+        ],
     }
     for name, columns in expected_columns.items():
         assert {tuple(row) for row in views[name]} == {tuple(columns)}
@@ -122,6 +132,7 @@ def test_row_fields_are_keys_then_time_then_values_as_catalogued() -> None:
         "sessions": ("user_id",),
         "page_views_hopping": ("page",),
         "segment_totals": ("segment",),
+        "search_conversions": ("query",),
     }
 
 

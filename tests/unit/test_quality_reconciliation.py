@@ -12,7 +12,7 @@ import pytest
 
 from core.settings import Settings
 from quality import combine, reconcile, validate
-from quality.reconciliation import COMPACTION, LATE_DATA, UNEXPLAINED, notes
+from quality.reconciliation import COMPACTION, LATE_DATA, UNEXPLAINED, cross_view, notes
 
 Rows = list[dict[str, Any]]
 H9, H10, H11 = "2026-11-01T09:00:00Z", "2026-11-01T10:00:00Z", "2026-11-01T11:00:00Z"
@@ -282,3 +282,88 @@ def test_notes_list_disagreements_then_the_views_left_out(dq_settings: Settings)
     )
     assert not result.success
     assert "segment_totals segment=gold (current state)" in result.failures[0]
+
+
+# --- rules across views -------------------------------------------------------------------
+
+
+def ctr(query: str, searches: int, clicks: int, start: str = H9, end: str = H10) -> dict[str, Any]:
+    return {
+        "query": query,
+        "window_start": start,
+        "window_end": end,
+        "searches": searches,
+        "clicks": clicks,
+        "ctr": clicks / searches,
+    }
+
+
+def conversions(
+    query: str, searches: int, clicked: int, converted: int, start: str = H9, end: str = H10
+) -> dict[str, Any]:
+    return {
+        "query": query,
+        "window_start": start,
+        "window_end": end,
+        "searches": searches,
+        "clicked": clicked,
+        "converted": converted,
+        "conversion_rate": converted / searches,
+    }
+
+
+def side(ctr_rows: Rows, conversion_rows: Rows) -> dict[str, Rows]:
+    return {"search_ctr": ctr_rows, "search_conversions": conversion_rows}
+
+
+def test_clicked_equal_to_search_ctr_clicks_on_every_side_breaks_no_rule() -> None:
+    ctr_rows = [ctr("boots", 3, 2), ctr("boots", 1, 1, H10, H11)]
+    conv_rows = [conversions("boots", 3, 2, 1), conversions("boots", 1, 1, 0, H10, H11)]
+    views = {s: side(ctr_rows, conv_rows) for s in ("lambda", "kappa", "oracle")}
+    assert cross_view(views, closed_before=H11).empty
+
+
+def test_clicked_other_than_search_ctr_clicks_is_unexplained_on_the_side_that_breaks_it(
+    dq_settings: Settings,
+) -> None:
+    good = side([ctr("boots", 3, 2)], [conversions("boots", 3, 2, 1)])
+    # Kappa's pattern counted only the searcher's own click (the per-user reading).
+    kappa = side([ctr("boots", 3, 2)], [conversions("boots", 3, 1, 1)])
+    table = cross_view({"lambda": good, "kappa": kappa, "oracle": good}, closed_before=H10)
+    [row] = table.to_dict("records")
+    assert (row["view"], row["key"], row["window_start"], row["window_end"]) == (
+        "search_conversions.clicked = search_ctr.clicks",
+        "query=boots",
+        H9,
+        H10,
+    )
+    assert (row["lambda_cause"], row["kappa_cause"], row["cause"]) == ("", UNEXPLAINED, UNEXPLAINED)
+    assert row["window"] == (
+        "search_conversions.clicked = search_ctr.clicks query=boots "
+        f"[{H9}, {H10}): lambda clicked=2, clicks=2; kappa clicked=1, clicks=2; "
+        "oracle clicked=2, clicks=2"
+    )
+    result = validate(
+        "reconciliation",
+        combine([table]),
+        settings=dq_settings,
+        layer="comparison",
+        run_name="cross-view",
+    )
+    assert not result.success
+    assert "search_conversions.clicked = search_ctr.clicks query=boots" in result.failures[0]
+
+
+def test_a_window_in_one_view_only_breaks_the_rule() -> None:
+    # Lambda's speed layer wrote search_ctr's 09:00 row of "socks" but not the pattern's.
+    lam = side([ctr("boots", 3, 2), ctr("socks", 1, 0)], [conversions("boots", 3, 2, 1)])
+    table = cross_view({"lambda": lam}, closed_before=H10)
+    assert list(table["key"]) == ["query=socks"]
+    assert list(table["lambda"]) == ["clicked=-, clicks=0"]
+    assert list(table["kappa"]) == ["-"]  # a side not given is not checked
+
+
+def test_a_window_still_open_is_not_checked() -> None:
+    lam = side([ctr("boots", 1, 1, H10, H11)], [conversions("boots", 1, 0, 0, H10, H11)])
+    assert cross_view({"lambda": lam}, closed_before="2026-11-01T10:59:59Z").empty
+    assert list(cross_view({"lambda": lam}, closed_before=H11)["key"]) == ["query=boots"]

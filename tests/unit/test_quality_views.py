@@ -127,6 +127,25 @@ def test_a_ctr_that_is_not_clicks_over_searches_fails(
     )
 
 
+def test_a_conversion_out_of_its_pattern_fails_with_its_reasons(
+    oracle: OracleResult, dq_settings: Settings
+) -> None:
+    rows = rows_of(oracle, "search_conversions")
+    rows[0].update(searches=2, clicked=1, converted=3, conversion_rate=1.5)
+    rows[-1].update(searches=4, clicked=4, converted=1, conversion_rate=0.5)
+    result = validate(
+        "realtime_views.search_conversions", rows, settings=dq_settings, layer="kappa", run_name="c"
+    )
+    n = len(rows)
+    assert result.failures == (
+        f"conversion_rate is in [0, 1]: 1 of {n} rows unexpected, e.g. [1.5]",
+        # (clicked, converted) of the row
+        f"converted <= clicked: 1 of {n} rows unexpected, e.g. [(1, 3)]",
+        # the last row's: 0.5 where 1 / 4 is 0.25 (the first's 1.5 is 3 / 2, only out of range)
+        f"conversion_rate = converted / searches: 1 of {n} rows unexpected, e.g. [0.25]",
+    ), result.failures
+
+
 def test_a_misaligned_window_fails_with_its_reasons(
     oracle: OracleResult, dq_settings: Settings
 ) -> None:

@@ -10,13 +10,22 @@ from fastapi import HTTPException
 from fastapi.testclient import TestClient
 from starlette.requests import Request
 
+from core.catalog import MATCH_COLUMNS, MATCH_SPECS
 from core.settings import Architecture, Settings
-from core.store.reads import ViewFilters
+from core.store.reads import State, ViewFilters, decode_rows, position, rows_statement
+from core.times import to_timestamp
 from serving import caching
 from serving.api.routes.views import view_query
 from serving.caching import none_match
 from serving.cursor import BadCursorError, Cursor, decode, encode, query_digest
-from serving.filters import BadFilterError, PageLimits, ViewQuery, parse_view_query
+from serving.filters import (
+    BadFilterError,
+    PageLimits,
+    UnknownViewError,
+    ViewQuery,
+    parse_matches_query,
+    parse_view_query,
+)
 from serving.main import create_app
 
 WINDOWED = (str, int)  # page_views: page, window start (ms)
@@ -217,9 +226,104 @@ def test_the_openapi_page_names_every_view_and_where_each_filter_applies() -> No
     assert schema["info"]["summary"].startswith(f"The {len(VIEWS)} views of the Lambda and Kappa")
     parameters = {p["name"]: p for p in schema["paths"]["/v1/views/{view}"]["get"]["parameters"]}
     assert parameters["view"]["schema"]["enum"] == list(VIEWS)
-    assert parameters["view"]["description"] == "One of the 7 views (any other: 404)."
+    assert parameters["view"]["description"] == "One of the 8 views (any other: 404)."
     assert parameters["segment"]["description"] == "revenue_by_segment and segment_totals only."
     assert parameters["page"]["description"] == "page_views and page_views_hopping only."
     assert parameters["user_id"]["description"] == "sessions only."
     for name in ("start", "end"):
         assert "segment_totals has no window: 422." in parameters[name]["description"]
+
+
+# --- a pattern view's matches (`/v1/views/{view}/matches`) ---------------------------------
+
+
+def test_matches_take_the_views_key_filters_window_and_pages() -> None:
+    query = parse_matches_query(
+        "search_conversions",
+        [("query", "boots"), ("start", "2026-11-01T10:00:00Z"), ("limit", "2")],
+        "kappa",
+        LIMITS,
+    )
+    assert query.spec.columns == MATCH_COLUMNS
+    assert query.filters.keys == (("query", "boots"),)
+    assert (query.architecture, query.limit) == ("kappa", 2)
+    # Not the view's query: a cursor or an ETag of one is never the other's.
+    view = parse_view_query("search_conversions", [("query", "boots")], "kappa", LIMITS)
+    assert query.digest != view.digest
+    # A page ends on (query, window start, search id): two matches share a query and window.
+    cursor = Cursor((3, 1), ("boots", 1_793_523_600_000, "s-9"), query.digest)
+    params = [("query", "boots"), ("start", "2026-11-01T10:00:00Z"), ("cursor", encode(cursor))]
+    again = parse_matches_query("search_conversions", params, "kappa", LIMITS)
+    assert again.cursor == cursor
+    views_cursor = encode(Cursor((3, 1), ("boots", 1_793_523_600_000), query.digest))
+    params[-1] = ("cursor", views_cursor)
+    with pytest.raises(BadFilterError, match="not a cursor this API issued"):
+        parse_matches_query("search_conversions", params, "kappa", LIMITS)
+
+
+def test_matches_refuse_another_views_filters_and_views_without_matches() -> None:
+    with pytest.raises(BadFilterError, match="'page' is not a key of search_conversions/matches"):
+        parse_matches_query("search_conversions", [("page", "/a")], "lambda", LIMITS)
+    with pytest.raises(UnknownViewError, match="'search_ctr' has no matches"):
+        parse_matches_query("search_ctr", [], "lambda", LIMITS)
+    with pytest.raises(UnknownViewError, match="unknown view 'nope'"):
+        parse_matches_query("nope", [], "lambda", LIMITS)
+
+
+def test_the_matches_route_answers_404_and_422_before_any_store() -> None:
+    client = TestClient(create_app(Settings()))  # no lifespan: no pool, so no read may happen
+    refused = client.get("/v1/views/page_views/matches")
+    assert refused.status_code == 404
+    assert "has no matches" in refused.json()["detail"]
+    assert client.get("/v1/views/search_conversions/matches?segment=gold").status_code == 422
+    schema = client.get("/openapi.json").json()
+    get = schema["paths"]["/v1/views/{view}/matches"]["get"]
+    parameters = {p["name"]: p for p in get["parameters"]}
+    assert parameters["view"]["schema"]["enum"] == ["search_conversions"]
+    assert {"query", "start", "end", "limit", "cursor", "architecture"} <= set(parameters)
+    assert "page" not in parameters
+
+
+def test_matches_are_read_as_a_tumbling_view_in_their_own_order() -> None:
+    spec = MATCH_SPECS["search_conversions"]
+    state = State("lambda", 4, 1_793_527_200_000, 1, "lambda-speed", None, 0)
+    after = ("boots", 1_793_523_600_000, "s-9")
+    statement = rows_statement(spec, state, ViewFilters(), after=after, limit=3)
+    assert statement is not None
+    text, params = statement
+    sql_text = text.decode()
+    # Lambda: the batch's matches of searches before the cutoff, the speed layer's from it.
+    assert "batch_search_conversions_matches" in sql_text
+    assert "rt_search_conversions_matches" in sql_text
+    assert '"t"."search_id" collate "C"' in sql_text
+    assert (params["after0"], params["after2"]) == ("boots", "s-9")
+    assert params["after1"] == to_timestamp(1_793_523_600_000)
+    assert (params["version"], params["limit"]) == (4, 3)
+    # A row as the store returns it: every instant back as ISO, the position as the cursor's.
+    at = to_timestamp
+    row = (
+        "boots",
+        at(0),
+        at(3_600_000),
+        "s-9",
+        "u-1",
+        at(60_000),
+        "c-1",
+        at(120_000),
+        "o-1",
+        at(180_000),
+    )
+    [decoded] = decode_rows(spec, [row])
+    assert decoded == {
+        "query": "boots",
+        "window_start": "1970-01-01T00:00:00Z",
+        "window_end": "1970-01-01T01:00:00Z",
+        "search_id": "s-9",
+        "user_id": "u-1",
+        "search_ts": "1970-01-01T00:01:00Z",
+        "click_id": "c-1",
+        "click_ts": "1970-01-01T00:02:00Z",
+        "order_id": "o-1",
+        "order_ts": "1970-01-01T00:03:00Z",
+    }
+    assert position(spec, row) == ("boots", 0, "s-9")

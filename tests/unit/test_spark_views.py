@@ -21,7 +21,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, TimestampType
 
-from core.catalog import SESSION_GAP_MS, UNKNOWN_SEGMENT, VIEW_NAMES, VIEWS
+from batch_layer.job import batch_matches
+from core.catalog import (
+    MATCH_COLUMNS,
+    MATCH_ORDER,
+    MATCH_TIME_FIELDS,
+    SESSION_GAP_MS,
+    UNKNOWN_SEGMENT,
+    VIEW_NAMES,
+    VIEWS,
+)
 from core.events import ProfileChange, parse_profile_line
 from core.ingestion import (
     first_in_log,
@@ -31,7 +40,7 @@ from core.ingestion import (
 )
 from core.oracle import compute_views, load_jsonl_values, load_profiles_jsonl
 from core.times import iso
-from core.views import PARTIALS, compute_all, compute_view, keep
+from core.views import PARTIALS, compute_all, compute_matches, compute_view, keep
 from core.views.logic_versions import logic_query
 from core.views.query import on_duckdb, on_spark, with_timestamps
 from tests.unit.test_spark_parsing import (
@@ -108,6 +117,15 @@ def duckdb_views(events: DataFrame, profiles: DataFrame) -> dict[str, list[Row]]
         }
 
 
+def duckdb_matches(events: DataFrame, profiles: DataFrame) -> list[Row]:
+    """The pattern's complex events on DuckDB, from the same events and profiles as Arrow."""
+    query = PARTIALS["search_conversions"].matches_view_query
+    assert query is not None
+    inputs = {"in_events": events.toArrow(), "in_profiles": profiles.toArrow()}
+    with duckdb.connect() as con:
+        return match_rows(on_duckdb(con, query, **inputs).to_pylist())
+
+
 def assert_views_match_oracle(
     spark: SparkSession,
     event_lines: Sequence[bytes | None],
@@ -115,7 +133,8 @@ def assert_views_match_oracle(
     profiles: Sequence[ProfileChange],
 ) -> dict[str, list[Row]]:
     """Every Spark view equals the oracle's, row for row; the Spark rows by view."""
-    expected = compute_views(event_lines, profiles).views
+    result = compute_views(event_lines, profiles)
+    expected = result.views
     events = spark_events(spark, event_lines).cache()
     try:
         spark_profile_frame = spark_profiles(spark, profile_lines)
@@ -123,6 +142,10 @@ def assert_views_match_oracle(
         assert tuple(frames) == VIEW_NAMES
         got = {name: view_rows(frame, name) for name, frame in frames.items()}
         on_duck = duckdb_views(events, spark_profile_frame)
+        spark_matches = spark_match_rows(
+            compute_matches("search_conversions", events, spark_profile_frame)
+        )
+        duck_matches = duckdb_matches(events, spark_profile_frame)
     finally:
         events.unpersist()
     for name in VIEW_NAMES:
@@ -131,7 +154,40 @@ def assert_views_match_oracle(
         assert on_duck[name] == want, (
             f"{name}: DuckDB {len(on_duck[name])} rows, oracle {len(want)}"
         )
+    want_matches = sorted(result.matches, key=_match_order)
+    assert spark_matches == want_matches, (
+        f"matches: Spark {len(spark_matches)}, oracle {len(want_matches)}"
+    )
+    assert duck_matches == want_matches, (
+        f"matches: DuckDB {len(duck_matches)}, oracle {len(want_matches)}"
+    )
+    got[MATCHES] = spark_matches
     return got
+
+
+MATCHES = "search_conversions/matches"
+"""``assert_views_match_oracle``'s answer: the pattern's complex events beside the views."""
+
+
+def _match_order(row: Row) -> tuple[Any, ...]:
+    return tuple(row[c] for c in MATCH_ORDER)
+
+
+def match_rows(rows: Sequence[Row]) -> list[Row]:
+    """Matches with epoch-ms times as the oracle gives them: ISO times, in reading order."""
+    shown = [
+        {c: iso(r[c]) if c in MATCH_TIME_FIELDS else r[c] for c in MATCH_COLUMNS} for r in rows
+    ]
+    return sorted(shown, key=_match_order)
+
+
+def spark_match_rows(frame: DataFrame) -> list[Row]:
+    """``compute_matches``' rows (timestamps) as the oracle gives them."""
+    assert tuple(frame.columns) == MATCH_COLUMNS
+    selected = [
+        F.unix_millis(c).alias(c) if c in MATCH_TIME_FIELDS else F.col(c) for c in MATCH_COLUMNS
+    ]
+    return match_rows([r.asDict() for r in frame.select(*selected).collect()])
 
 
 # --- generated workloads --------------------------------------------------------------------------
@@ -154,8 +210,9 @@ def test_views_equal_the_oracle_on_a_generated_workload(
         load_jsonl_values(profiles_path),
         load_profiles_jsonl(profiles_path),
     )
-    # The workload reaches the interesting parts of every view.
+    # The workload reaches the interesting parts of every view, and completes patterns.
     assert all(got[name] for name in VIEW_NAMES)
+    assert got[MATCHES]
     assert any(row["segment"] == UNKNOWN_SEGMENT for row in got["revenue_by_segment"])
     assert any(0 < row["ctr"] < 1 for row in got["search_ctr"])
     assert any(row["events"] > 1 for row in got["sessions"])
@@ -251,6 +308,12 @@ EDGE_EVENTS = [
     event("c-3", "click", "u-3", at(11, 0, 10), page="/p", search_id="s-3"),
     event("c-5", "click", "u-1", at(11, 1), page="/p", search_id="s-5"),
     event("c-6", "click", "u-1", at(11, 2), page="/p", search_id="s-5"),
+    # search_conversions: another user's click counts (as for search_ctr) and opens the span of
+    # the searcher's order; the clicker's own order converts nothing.
+    event("s-7", "search", "u-9", at(11, 10), query="x"),
+    event("c-7", "click", "u-2", at(11, 20), page="/p", search_id="s-7"),
+    event("o-9", "order", "u-2", at(11, 25), amount_cents=10),
+    event("o-10", "order", "u-9", at(11, 30), amount_cents=20),
     # revenue_by_segment: as of event time, a tie on updated_ts goes to the later record.
     event("o-1", "order", "u-5", at(10, 29, 59, 999), amount_cents=100),
     event("o-2", "order", "u-5", at(10, 30), amount_cents=200),
@@ -299,7 +362,42 @@ def test_views_equal_the_oracle_on_boundary_cases(spark: SparkSession) -> None:
         ("q", utc("10:00")): (3, 2, 2 / 3),
         ("r", utc("10:00")): (1, 0, 0.0),
         ("r", utc("11:00")): (1, 1, 1.0),
+        ("x", utc("11:00")): (1, 1, 1.0),
     }
+    conversions = {
+        (r["query"], r["window_start"]): (r["searches"], r["clicked"], r["converted"])
+        for r in got["search_conversions"]
+    }
+    assert conversions == {
+        ("q", utc("10:00")): (3, 2, 0),
+        ("r", utc("10:00")): (1, 0, 0),
+        ("r", utc("11:00")): (1, 1, 0),
+        ("x", utc("11:00")): (1, 1, 1),
+    }
+    # Its complex events on Spark (the batch's), as the oracle's: the searcher's, by way of
+    # another user's click.
+    aggregate = PARTIALS["search_conversions"]
+    assert aggregate.matches_query is not None
+    partial = on_spark(
+        spark,
+        aggregate.partial_query,
+        in_events=spark_events(spark, EDGE_EVENTS),
+        in_profiles=spark_profiles(spark, EDGE_PROFILES),
+    )
+    matches = on_spark(spark, aggregate.matches_query, in_partial=partial).collect()
+    assert [(m.search_id, m.user_id, m.click_id, m.order_id) for m in matches] == [
+        ("s-7", "u-9", "c-7", "o-10")
+    ]
+    oracle = compute_views(EDGE_EVENTS, changes).matches
+    assert [(m["search_id"], m["click_id"], m["order_id"]) for m in oracle] == [
+        ("s-7", "c-7", "o-10")
+    ]
+    # Lambda's batch keeps the matches of searches before its cutoff: s-7's (11:10) with a
+    # cutoff at 12:00; with one at 11:00 it is the speed layer's, and the batch has none.
+    events, profiles = spark_events(spark, EDGE_EVENTS), spark_profiles(spark, EDGE_PROFILES)
+    for cutoff, expected in ((at(12), oracle), (at(11), [])):
+        [batch] = batch_matches(events, profiles, cutoff).values()
+        assert spark_match_rows(batch) == expected, f"cutoff {iso(cutoff)}"
     revenue = {
         (r["segment"], r["window_start"]): r["revenue_cents"] for r in got["revenue_by_segment"]
     }
@@ -307,7 +405,7 @@ def test_views_equal_the_oracle_on_boundary_cases(spark: SparkSession) -> None:
         ("free", utc("10:00")): 100,
         ("enterprise", utc("10:00")): 200,
         ("trial", utc("10:00")): 400,
-        (UNKNOWN_SEGMENT, utc("11:00")): 800 + 1_600 + 3_200,
+        (UNKNOWN_SEGMENT, utc("11:00")): 800 + 1_600 + 3_200 + 10 + 20,
         ("enterprise", utc("11:00")): 0,
     }
     u4 = [
@@ -318,7 +416,7 @@ def test_views_equal_the_oracle_on_boundary_cases(spark: SparkSession) -> None:
     assert u4 == [(utc("12:00"), utc("12:30"), 3), (utc("13:00:00.001"), utc("13:00:00.001"), 1)]
     assert [(r["window_start"], r["users"]) for r in got["unique_users"]] == [
         (utc("10:00"), 5),
-        (utc("11:00"), 6),
+        (utc("11:00"), 8),
         (utc("12:00"), 1),
         (utc("13:00"), 1),
     ]
@@ -332,11 +430,10 @@ def test_view_schemas_follow_the_catalogue(spark: SparkSession) -> None:
         "window_end": TimestampType(),
         "session_start": TimestampType(),
         "session_end": TimestampType(),
-        "ctr": DoubleType(),
+        **dict.fromkeys(("ctr", "conversion_rate"), DoubleType()),
         **dict.fromkeys(("page", "query", "segment", "user_id"), StringType()),
-        **dict.fromkeys(
-            ("count", "users", "searches", "clicks", "revenue_cents", "events"), LongType()
-        ),
+        **dict.fromkeys(("count", "users", "events", "revenue_cents"), LongType()),
+        **dict.fromkeys(("searches", "clicks", "clicked", "converted"), LongType()),
     }
     for name, frame in frames.items():
         assert tuple(frame.columns) == VIEWS[name].columns

@@ -6,6 +6,10 @@ architecture every 2 s with `If-None-Match`, so an unchanged view costs a 304 an
 page carries the views' catalogue and the page size it may ask for, so the script repeats
 neither. Its assets, uPlot included (vendored: no CDN at run time), are served under
 `/dashboard/`. Neither is part of the API (CONTRACT §5), so neither is in the OpenAPI schema.
+
+For a view with matches (`core.catalog.MATCH_SPECS`: `search_conversions`), the page also polls
+the first `MATCHES_SHOWN` of each architecture's `GET /v1/views/{view}/matches` the same way,
+and shows them under the panels.
 """
 
 from __future__ import annotations
@@ -18,13 +22,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from core.catalog import SESSION_GAP_MS, VIEWS, ViewSpec
+from core.catalog import MATCH_SPECS, SESSION_GAP_MS, VIEWS, ViewSpec
 from core.times import MINUTE_MS
 from serving.api.deps import app_settings
 
 DASHBOARD_DIR = Path(__file__).resolve().parents[2] / "dashboard"
 ASSETS_PATH = "/dashboard"
 CONFIG_SLOT = "{{config}}"  # in index.html: where the page's configuration goes
+
+MATCHES_SHOWN = 10
+"""Matches per architecture the page shows: the first page of them, a glimpse beside the view
+(the view's `converted` counts them all)."""
 
 router = APIRouter(include_in_schema=False)
 
@@ -55,9 +63,20 @@ def window_text(spec: ViewSpec) -> str:
     return f"{_minutes(spec.window_ms)} tumbling windows{per}"
 
 
+def match_columns(spec: ViewSpec) -> tuple[str, ...]:
+    """The columns the page shows of a view's matches: its keys, each event's id, then the
+    events' times in the pattern's order (search, click, order). Not the window, which the
+    view's table shows, nor the searcher's id, to keep the table narrow."""
+    # Each instant names its event (`click_ts`), whose id is the `_id` beside it.
+    ids = tuple(f"{instant.removesuffix('_ts')}_id" for instant in spec.instants)
+    assert set(ids) <= set(spec.values), (spec.name, ids)
+    return (*spec.keys, *ids, *spec.instants)
+
+
 def page_config(page_limit: int) -> dict[str, object]:
     """What the script needs to know: each view's fields in row order (a view of the current
-    state has no time fields) and what a row spans, and the largest page."""
+    state has no time fields) and what a row spans, the largest page, and the views with
+    matches, with the columns and the number of matches shown of them."""
     return {
         "views": {
             name: {
@@ -69,6 +88,9 @@ def page_config(page_limit: int) -> dict[str, object]:
             for name, spec in VIEWS.items()
         },
         "page_limit": page_limit,
+        # From the catalogue, so the script names no pattern view of its own.
+        "matches": {view: list(match_columns(spec)) for view, spec in MATCH_SPECS.items()},
+        "matches_shown": MATCHES_SHOWN,
     }
 
 

@@ -1,4 +1,6 @@
-"""`GET /v1/views/{view}`: one page of a view, merged for the asked architecture, with its meta.
+"""`GET /v1/views/{view}`: one page of a view, merged for the asked architecture, with its meta;
+`GET /v1/views/{view}/matches`: one page of a pattern view's complex events, read the same way
+(the same snapshot of the same state, filters, pages and ETags; `core.catalog.MATCH_SPECS`).
 
 Every answer carries an `ETag` naming the store state it was read from; a request whose
 `If-None-Match` still names the current state gets 304 after one statement, without its rows
@@ -21,7 +23,7 @@ from fastapi.responses import JSONResponse
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from starlette.datastructures import QueryParams
 
-from core.catalog import VIEWS
+from core.catalog import MATCH_SPECS, VIEWS
 from core.store.reads import State
 from serving import caching, repository
 from serving.api.deps import app_metrics, app_pool, app_settings
@@ -33,10 +35,17 @@ from serving.filters import (
     UnknownViewError,
     ViewQuery,
     default_architecture,
+    parse_matches_query,
     parse_view_query,
 )
 from serving.metrics import ServingMetrics
-from serving.models import STORE_UNAVAILABLE, ErrorBody, ReadArchitecture, ViewResponse
+from serving.models import (
+    STORE_UNAVAILABLE,
+    ErrorBody,
+    MatchesResponse,
+    ReadArchitecture,
+    ViewResponse,
+)
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
@@ -110,6 +119,27 @@ PARAMETERS = [
     ),
 ]
 
+MATCH_PARAMETERS = [
+    _parameter(
+        "view",
+        f"A view with matches: {', '.join(MATCH_SPECS)} (another view, or an unknown one: 404).",
+        {"type": "string", "enum": [*MATCH_SPECS]},
+        where="path",
+    ),
+    _parameter(
+        "start", "ISO 8601 UTC; matches whose search's window starts at or after it.", INSTANT
+    ),
+    _parameter("end", "ISO 8601 UTC; matches whose search's window starts before it.", INSTANT),
+    *(p for p in PARAMETERS if p["name"] in ("architecture", "limit", "cursor", "If-None-Match")),
+    *(
+        _parameter(key, "The search's.")
+        for key in sorted({k for spec in MATCH_SPECS.values() for k in spec.keys})
+    ),
+]
+
+_MATCHES_OF = {spec.name: view for view, spec in MATCH_SPECS.items()}
+"""A matches table's name -> its view."""
+
 _CACHE_HEADERS = {
     "ETag": {
         "description": "Names the query and the store state the answer was read from.",
@@ -131,16 +161,33 @@ def _parsed(
     return parse_view_query(view, QueryParams(query_string).multi_items(), architecture, limits)
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed_matches(
+    view: str, query_string: bytes, architecture: ReadArchitecture, limits: PageLimits
+) -> ViewQuery:
+    return parse_matches_query(view, QueryParams(query_string).multi_items(), architecture, limits)
+
+
 def view_query(request: Request) -> ViewQuery:
     """The checked request: 404 for an unknown view, 422 with the reason for a bad filter."""
+    return _checked(request, _parsed)
+
+
+def matches_query(request: Request) -> ViewQuery:
+    """The checked request for matches: 404 for a view without, 422 for a bad filter."""
+    return _checked(request, _parsed_matches)
+
+
+def _checked(request: Request, parse: Any) -> ViewQuery:
     settings = app_settings(request)
     try:
-        return _parsed(
+        query: ViewQuery = parse(
             request.path_params["view"],
             request.scope["query_string"],
             default_architecture(settings),
             PageLimits.from_settings(settings),
         )
+        return query
     except UnknownViewError as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
     except BadFilterError as exc:
@@ -151,6 +198,9 @@ def _body(query: ViewQuery, state: State, page: repository.Page) -> bytes:
     meta = repository.view_meta(state, page.next_cursor).model_dump()
     # The rows are checked JSON values already: encoded as they are (orjson, the same JSON as
     # Starlette's JSONResponse), not validated again on the way out.
+    matches_of = _MATCHES_OF.get(query.spec.name)
+    if matches_of is not None:
+        return orjson.dumps({"view": matches_of, "matches": page.rows, "meta": meta})
     return orjson.dumps({"view": query.spec.name, "rows": page.rows, "meta": meta})
 
 
@@ -241,17 +291,15 @@ def _not_modified(tag: str) -> Response:
     )
 
 
-@router.get(
-    "/{view}",
-    response_model=ViewResponse,
-    openapi_extra={"parameters": PARAMETERS},
-    responses={
+def _page_responses(not_found: str) -> dict[int | str, dict[str, Any]]:
+    """The answers a page of rows may give besides its body (a view's, or its matches')."""
+    return {
         status.HTTP_200_OK: {"headers": _CACHE_HEADERS},
         status.HTTP_304_NOT_MODIFIED: {
             "description": "`If-None-Match` names the current answer's ETag (no rows read).",
             "headers": _CACHE_HEADERS,
         },
-        status.HTTP_404_NOT_FOUND: {"model": ErrorBody, "description": "Unknown view."},
+        status.HTTP_404_NOT_FOUND: {"model": ErrorBody, "description": not_found},
         status.HTTP_409_CONFLICT: {
             "model": ErrorBody,
             "description": "The cursor was read from a version the alias no longer points at.",
@@ -261,13 +309,35 @@ def _not_modified(tag: str) -> Response:
             "description": "Bad filter, limit or cursor.",
         },
         **STORE_UNAVAILABLE,
-    },
+    }
+
+
+@router.get(
+    "/{view}",
+    response_model=ViewResponse,
+    openapi_extra={"parameters": PARAMETERS},
+    responses=_page_responses("Unknown view."),
 )
 async def read_view(request: Request) -> Response:
     """One page of a view (sorted by key fields, then window) and where it comes from; an
     `ETag` and `Cache-Control: no-cache`, so pollers revalidate with `If-None-Match`."""
     # Checked before the pool is asked, so a refused request never takes a connection.
-    query = view_query(request)
+    return await _serve(request, view_query(request))
+
+
+@router.get(
+    "/{view}/matches",
+    response_model=MatchesResponse,
+    openapi_extra={"parameters": MATCH_PARAMETERS},
+    responses=_page_responses("Unknown view, or a view without matches."),
+)
+async def read_matches(request: Request) -> Response:
+    """One page of a pattern view's complex events (CONTRACT section 5: search, click and order
+    of each converted search, sorted by query, window and search id), read as a view's page."""
+    return await _serve(request, matches_query(request))
+
+
+async def _serve(request: Request, query: ViewQuery) -> Response:
     pool, metrics = app_pool(request), app_metrics(request)
     started = perf_counter()
     code = status.HTTP_500_INTERNAL_SERVER_ERROR  # unless an answer or a known failure
