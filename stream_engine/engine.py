@@ -60,10 +60,11 @@ from stream_engine import accepted_log
 from stream_engine import metrics as stream_metrics
 from stream_engine.accepted_log import AcceptedLog
 from stream_engine.inbox import Inbox, PendingBatch, inbox_root
-from stream_engine.keyed_merge import KeyedMerge, PartialSeeds, SessionSeeds
+from stream_engine.keyed_merge import KeyedMerge, PartialSeeds
 from stream_engine.log_bounds import StreamLogBounds
 from stream_engine.merge_thread import MergeThread
 from stream_engine.metrics import Stopwatch, StreamMetrics
+from stream_engine.session_seeds import SessionSeeds
 
 if TYPE_CHECKING:
     import psycopg

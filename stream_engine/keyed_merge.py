@@ -39,12 +39,10 @@ from core.views.query import Query, on_duckdb, store_rows, store_table
 from core.views.sessions import reach
 from core.views.tables import watermarks_table
 from stream_engine import state_rows
+from stream_engine.session_seeds import SessionSeeds, dedupe_seeds
 
 if TYPE_CHECKING:
     import psycopg
-
-SessionSeeds = Callable[["psycopg.Connection", list[str], int | None], list[tuple]]
-"""Sessions of other layers the stream must continue: (conn, users, cutoff) -> intervals."""
 
 PartialSeeds = Callable[["psycopg.Connection", str], list[str]]
 """Partials of another layer a recompute merges its own with, per key: (conn, view) -> stored
@@ -278,9 +276,8 @@ class KeyedMerge:
         touched: pa.Table,
         watermarks: Mapping[int, int | None] | None,
     ) -> StateKeys:
-        """The keys of stored rows of a state bounded by the watermark that the least of
-        `watermarks` has passed (none while a partition has none), but those of `touched`,
-        which the merge writes back bounded (``bounded``)."""
+        """Keys of stored rows the least of `watermarks` has passed (none while a partition
+        has none), but `touched`'s: the merge writes those back bounded (``bounded``)."""
         least = least_watermark(watermarks)
         if aggregate.expires_query is None or least is None:
             return StateKeys()
@@ -340,7 +337,7 @@ class KeyedMerge:
         seeds = self.session_seeds(conn, users, cutoff)
         if near is not None:  # a seed out of reach stays as it is, as a stored session does
             seeds = [s for s in seeds if to_ms(s[2]) >= near[0] and to_ms(s[1]) <= near[1]]
-        seeds = _dedupe_seeds(known + seeds)
+        seeds = dedupe_seeds(known + seeds)
         before = state_rows.intervals(seeds, SESSIONS.schema.to_pyarrow())
         merged = self._run(SESSIONS.merge_query, in_before=before, in_fresh=fresh)
         return store_table(merged, VIEWS["sessions"])
@@ -401,31 +398,3 @@ class KeyedMerge:
         else:
             changes.append(Replacement("sessions"))
         return changes, states
-
-
-def _dedupe_seeds(seeds: list[tuple]) -> list[tuple]:
-    """Drop a seed that lies inside another (a batch session the stream already continued):
-    merging it again would count its events twice. Exact copies are kept once.
-
-    Per user, seeds sorted by start (and longest first): a seed is covered exactly when an
-    earlier one with a different interval reaches at least as far, so one pass suffices.
-    """
-    by_user: dict[str, list[tuple]] = {}
-    for seed in dict.fromkeys(seeds):
-        by_user.setdefault(seed[0], []).append(seed)
-    kept = []
-    for user_seeds in by_user.values():
-        user_seeds.sort(key=lambda seed: seed[2], reverse=True)
-        user_seeds.sort(key=lambda seed: seed[1])  # stable: by start, then longest first
-        reach = None  # the furthest end among earlier seeds with another interval
-        previous: tuple | None = None
-        group_reach = None  # reach before the current run of equal intervals
-        for seed in user_seeds:
-            interval = (seed[1], seed[2])
-            if previous is None or interval != (previous[1], previous[2]):
-                group_reach = reach
-            if group_reach is None or group_reach < seed[2]:
-                kept.append(seed)
-            reach = seed[2] if reach is None else max(reach, seed[2])
-            previous = seed
-    return kept
