@@ -18,7 +18,7 @@ setup: ## Install what is missing (uv; Debian's packages, as root) and the locke
 	$(UV) sync --frozen --compile-bytecode
 
 .PHONY: demo
-demo: ## The main job: both architectures live on one workload, five scenarios, a report
+demo: ## The main job: both architectures live on one workload, six scenarios, a report
 	@[ -x .venv/bin/lk ] || echo "make demo, first run: it installs the Python environment \
 	(uv sync: Spark, Airflow, GX; about 2 GB), then fetches Kafka's and Spark's jars and builds \
 	MinIO and makes Spark's class-data archive (about 5-8 minutes on 2 cores), before the run itself (about 6 minutes). All of it \

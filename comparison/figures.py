@@ -15,9 +15,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 4
-"""4: when the steady state had caught up (`ScenarioSpan.caught_up_s`), when each wrong version
-was noticed (`WrongAnswers.noticed_s`); 3: compaction reports both profile joins
+SCHEMA_VERSION = 5
+"""5: a batch of users moved to a new segment in the database (`SegmentMove`); 4: when the
+steady state had caught up (`ScenarioSpan.caught_up_s`), when each wrong version was noticed
+(`WrongAnswers.noticed_s`); 3: compaction reports both profile joins
 (`Compaction.rows_differing_by_view`), late data its rows off per view; 2: freshness per event
 line (1: per produced chunk); the warm-up, the sweep, truly late. An older run reads back with
 the new fields empty."""
@@ -191,6 +192,29 @@ class Compaction:
 
 
 @dataclass(frozen=True, slots=True)
+class SegmentMove:
+    """A batch of users moved to a segment of their own in one transaction of the user table
+    (`through` "database", captured by change data capture; "topic" where no Kafka Connect
+    runs, produced in one batch instead), and what each profile join made of it."""
+
+    users: int
+    segment: str
+    through: str
+    visible_s: dict[str, float | None]
+    """Per architecture: from the commit to `segment_totals` counting every moved user in the
+    new segment, as the serving layer reads it (None: not within the scenario's timeout)."""
+    expected_moved_cents: dict[str, int]
+    """Per architecture: the moved users' revenue, every order of theirs, by the oracle over the
+    events it kept (Kappa's without those its watermark dropped): what `segment_totals` moves."""
+    served_moved_cents: dict[str, int]
+    """Per architecture: the new segment's `segment_totals` revenue as served."""
+    as_of_new_segment_cents: dict[str, int]
+    """Per architecture: `revenue_by_segment` revenue in the new segment as served: orders
+    placed after the change only, 0 when there were none (the as-of join keeps old orders
+    with the segment their user had then)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ComponentCost:
     component: str
     architecture: str
@@ -276,6 +300,7 @@ class ComparisonRun:
     reprocessing: list[Reprocessing] = field(default_factory=list)
     wrong_answers: list[WrongAnswers] = field(default_factory=list)
     compaction: Compaction | None = None
+    segment_move: SegmentMove | None = None
     cost: list[ComponentCost] = field(default_factory=list)
     stored: list[StoredBytes] = field(default_factory=list)
     chart_weight: list[ChartWeight] = field(default_factory=list)
@@ -299,6 +324,7 @@ class ComparisonRun:
             for r in data.get("reprocessing", [])
         ]
         compaction = data.get("compaction")
+        segment_move = data.get("segment_move")
         code = data.get("code")
         sweep = data.get("sweep")
         return cls(
@@ -312,6 +338,7 @@ class ComparisonRun:
             reprocessing=reprocessing,
             wrong_answers=[WrongAnswers(**w) for w in data.get("wrong_answers", [])],
             compaction=None if compaction is None else Compaction(**compaction),
+            segment_move=None if segment_move is None else SegmentMove(**segment_move),
             cost=[ComponentCost(**c) for c in data.get("cost", [])],
             stored=[StoredBytes(**s) for s in data.get("stored", [])],
             chart_weight=[ChartWeight(**c) for c in data.get("chart_weight", [])],

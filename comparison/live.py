@@ -34,7 +34,8 @@ from comparison.sampler import Sampler
 from comparison.scenarios import PLAYS, SCENARIOS, warm_up
 from comparison.sweep import BENCH_DIR, latest_sweep
 from core import workload
-from core.kafka_io import produce_file
+from core.cdc import capture
+from core.cdc.publish import publish_profiles
 from core.oracle import load_profiles_jsonl
 from core.provision import provision_all
 from core.settings import Architecture, Settings
@@ -127,67 +128,72 @@ def run_comparison(
     echo(f"== workload: seed {spec.seed}, {spec.events:,} event lines")
     for line in workload.summary(stats).splitlines():
         echo(f"  {line}")
-    produce_file(ns, profiles_file, ns.profiles_topic)  # the user table's CDC, up front
+    # The run's own user table, captured by a connector of its own (its slot, dropped at the
+    # end, would otherwise hold WAL for ever).
+    with capture.running(ns):
+        echo(f"  profiles: {publish_profiles(ns, profiles_file)}")
 
-    run = ComparisonRun(
-        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        workload={
-            "seed": spec.seed,
-            "events": spec.events,
-            "rate_per_s": spec.rate_per_s,
-            "duration_s": spec.events / spec.rate_per_s,
-            "namespace": name,
-            "watermark_delay_minutes": ns.watermark_delay_minutes,
-            "sample_every_s": spec.sample_every_s,
-            "late_events": stats.late_events,
-            "event_time_span_s": _event_time_span_s(stats),
-            "cpus": os.cpu_count(),
-            "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        },
-        sweep=sweep,
-        log_file=str(logs),
-    )
-    clock = Clock()
-    lines = [line for line in events_file.read_bytes().splitlines(keepends=True) if line.strip()]
-    feed = SteadyFeed(ns, lines, spec.rate_per_s, clock)
-    sampler = Sampler(ns, clock, feed, load_profiles_jsonl(profiles_file), spec.sample_every_s)
-    deployment = Deployment(
-        ns, logs, spec.serve_port, max(50, round(spec.rate_per_s * LIVE_MICRO_BATCH_S))
-    )
-    echo(f"== deploying both architectures as processes (their logs: {logs})")
-    deployed_at = clock.now()
-    deployment.start()
-    if spec.serve_port is not None:
-        echo(f"  the dashboard: http://{ns.host}:{spec.serve_port}/")
-    ctx = Context(
-        ns, clock, deployment, feed, sampler, run, profiles_file, echo,
-        spec.job_timeout_s, spec.catch_up_timeout_s, deployed_at,
-    )  # fmt: skip
-    if progress is not None:
-        ctx.progress = progress
-    sampler.start()
-    try:
-        warm_up(ctx)
-        for scenario in spec.scenarios:
-            PLAYS[scenario](ctx)
-    finally:
-        sampler.stop()
-        deployment.stop()
-        for restart in deployment.restarted:
-            echo(f"  restarted, as its Deployment would be: {restart}")
+        run = ComparisonRun(
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            workload={
+                "seed": spec.seed,
+                "events": spec.events,
+                "rate_per_s": spec.rate_per_s,
+                "duration_s": spec.events / spec.rate_per_s,
+                "namespace": name,
+                "watermark_delay_minutes": ns.watermark_delay_minutes,
+                "sample_every_s": spec.sample_every_s,
+                "late_events": stats.late_events,
+                "event_time_span_s": _event_time_span_s(stats),
+                "cpus": os.cpu_count(),
+                "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+            },
+            sweep=sweep,
+            log_file=str(logs),
+        )
+        clock = Clock()
+        lines = [
+            line for line in events_file.read_bytes().splitlines(keepends=True) if line.strip()
+        ]
+        feed = SteadyFeed(ns, lines, spec.rate_per_s, clock)
+        sampler = Sampler(ns, clock, feed, load_profiles_jsonl(profiles_file), spec.sample_every_s)
+        deployment = Deployment(
+            ns, logs, spec.serve_port, max(50, round(spec.rate_per_s * LIVE_MICRO_BATCH_S))
+        )
+        echo(f"== deploying both architectures as processes (their logs: {logs})")
+        deployed_at = clock.now()
+        deployment.start()
+        if spec.serve_port is not None:
+            echo(f"  the dashboard: http://{ns.host}:{spec.serve_port}/")
+        ctx = Context(
+            ns, clock, deployment, feed, sampler, run, profiles_file, echo,
+            spec.job_timeout_s, spec.catch_up_timeout_s, deployed_at,
+        )  # fmt: skip
+        if progress is not None:
+            ctx.progress = progress
+        sampler.start()
+        try:
+            warm_up(ctx)
+            for scenario in spec.scenarios:
+                PLAYS[scenario](ctx)
+        finally:
+            sampler.stop()
+            deployment.stop()
+            for restart in deployment.restarted:
+                echo(f"  restarted, as its Deployment would be: {restart}")
 
-    run.samples = sampler.samples
-    run.freshness = sampler.freshness()
-    run.cost = deployment.costs()
-    run.stored = stored.measure(ns)
-    try:
-        run.chart_weight = chart_weight.measure()
-    except ComparisonError as exc:  # the app image has no Helm SDK: the figure says so
-        echo(f"  the chart's weight is not measured here: {exc}")
-    run.code = code_size.measure(ROOT)
-    report, json_file = write_report(run, out)
-    url = publish(settings, out) if spec.publish else None
-    return Outcome(run, report, json_file, url, ns, logs)
+        run.samples = sampler.samples
+        run.freshness = sampler.freshness()
+        run.cost = deployment.costs()
+        run.stored = stored.measure(ns)
+        try:
+            run.chart_weight = chart_weight.measure()
+        except ComparisonError as exc:  # the app image has no Helm SDK: the figure says so
+            echo(f"  the chart's weight is not measured here: {exc}")
+        run.code = code_size.measure(ROOT)
+        report, json_file = write_report(run, out)
+        url = publish(settings, out) if spec.publish else None
+        return Outcome(run, report, json_file, url, ns, logs)
 
 
 def _event_time_span_s(stats: workload.WorkloadStats) -> float | None:

@@ -5,6 +5,8 @@
 - late: what each watermark dropped, and Lambda's next batch repairing it.
 - logic-change: logic version 2, Lambda's batch recompute against Kappa's replay.
 - bug-and-fix: a deliberately wrong logic version deployed, noticed, and reprocessed.
+- segment-move: a batch of users moves to a new segment in one transaction of the user table:
+  commit → visible in `segment_totals`, and the as-of join keeping old orders where they were.
 - compaction: both profile joins after `profiles` is compacted (CONTRACT §2, §3): the as-of
   join (`revenue_by_segment`) and the table-table join (`segment_totals`).
 
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from comparison.context import Context, current_version, span
+from comparison.errors import ComparisonError
 from comparison.figures import (
     AS_OF_JOIN,
     PROFILE_JOINS,
@@ -26,11 +29,15 @@ from comparison.figures import (
     WARM_UP,
     Compaction,
     LateData,
+    SegmentMove,
     Warmup,
 )
 from comparison.sampler import ARCHITECTURES, served
 from comparison.version_change import bug_and_fix, deploy, logic_change, require
+from core.cdc.publish import publish_profiles
+from core.cdc.table import write_batch
 from core.comparison import view_distance
+from core.events import Event, ProfileChange, parse_event
 from core.kafka_io import log_end, produce_file, read_topic
 from core.oracle import compute_views, keep_all_of, load_profiles_jsonl, logic_filter
 from core.provision import configure_topic
@@ -38,8 +45,10 @@ from core.settings import Settings
 from core.store import realtime, state, versions
 from core.store.connection import connect
 from core.store.streams import archiver_stream
+from serving.filters import parse_view_query
+from serving.repository import read_view
 
-SCENARIOS = ("steady", "late", "logic-change", "bug-and-fix", "compaction")
+SCENARIOS = ("steady", "late", "logic-change", "bug-and-fix", "segment-move", "compaction")
 
 
 # -- warm-up, steady ------------------------------------------------------------------------
@@ -186,7 +195,7 @@ def compaction(ctx: Context) -> None:
             time.sleep(2.0)  # the new configuration reaches the partitions
             resend = ctx.profiles_file.with_name("profiles-resend.jsonl")
             resend.write_bytes(_new_versions_now(settings, topic))
-            produce_file(settings, resend, topic)
+            publish_profiles(settings, resend)
             ctx.extra_profiles += load_profiles_jsonl(resend)
             ctx.wait(lambda: _count(settings, topic) < before, COMPACTION_WAIT_S, "compaction")
         finally:
@@ -259,10 +268,112 @@ def _count(settings: Settings, topic: str) -> int:
     return sum(1 for _ in read_topic(settings, topic, timeout_s=30))
 
 
+# -- segment-move ---------------------------------------------------------------------------
+
+MOVED_USERS = 20
+SEGMENT_MOVE_TIMEOUT_S = 120.0
+POLL_S = 0.1
+
+
+def segment_move(ctx: Context) -> None:
+    def body(notes: list[str]) -> None:
+        settings = ctx.settings
+        users = _users_with_orders(ctx, MOVED_USERS)
+        if not users:
+            raise ComparisonError("segment-move: no user with an order and a profile to move")
+        segment = f"moved-{int(time.time())}"  # a segment of their own: its row is theirs alone
+        at_ms = int(time.time() * 1000)
+        changes = [ProfileChange(user, segment, at_ms) for user in users]
+        ctx.extra_profiles += changes
+        oracle = {a: _full_history_oracle(ctx, a) for a in ARCHITECTURES}
+        expected_users = {a: _segment_row(oracle[a]["segment_totals"], segment) for a in oracle}
+        moved = ctx.profiles_file.with_name("profiles-moved.jsonl")
+        moved.write_text(
+            "".join(
+                json.dumps({"user_id": c.user_id, "segment": c.segment, "updated_ts": at_ms}) + "\n"
+                for c in changes
+            )
+        )
+        if settings.cdc_enabled:
+            write_batch(settings, changes)  # one transaction: every user moves at once
+        else:
+            produce_file(settings, moved, settings.profiles_topic)
+        committed = time.monotonic()
+        visible: dict[str, float | None] = dict.fromkeys(ARCHITECTURES)
+        while None in visible.values() and time.monotonic() - committed < SEGMENT_MOVE_TIMEOUT_S:
+            for a in [a for a, seen in visible.items() if seen is None]:
+                row = _segment_row(_served_view(settings, a, "segment_totals"), segment)
+                wanted = expected_users[a]
+                if row is not None and wanted is not None and row["users"] == wanted["users"]:
+                    visible[a] = time.monotonic() - committed
+            time.sleep(POLL_S)
+        served_totals = {
+            a: _segment_row(_served_view(settings, a, "segment_totals"), segment)
+            for a in ARCHITECTURES
+        }
+        as_of = {
+            a: sum(
+                r["revenue_cents"]
+                for r in _served_view(settings, a, AS_OF_JOIN)
+                if r["segment"] == segment
+            )
+            for a in ARCHITECTURES
+        }
+        ctx.run.segment_move = SegmentMove(
+            users=len(users),
+            segment=segment,
+            through="database" if settings.cdc_enabled else "topic",
+            visible_s=visible,
+            expected_moved_cents={
+                a: int((r or {}).get("revenue_cents", 0)) for a, r in expected_users.items()
+            },
+            served_moved_cents={
+                a: int((r or {}).get("revenue_cents", 0)) for a, r in served_totals.items()
+            },
+            as_of_new_segment_cents=as_of,
+        )
+        how = (
+            "in one transaction of the user table"
+            if settings.cdc_enabled
+            else "in one batch to the topic"
+        )
+        notes.append(f"{len(users)} users moved to {segment} {how}")
+        for a, seconds in visible.items():
+            shown = "not within the timeout" if seconds is None else f"{seconds:.2f}s"
+            notes.append(f"{a}: visible in segment_totals {shown} after the commit")
+
+    span(ctx, "segment-move", "A profile changes in the database: users move segment", body)
+
+
+def _users_with_orders(ctx: Context, most: int) -> list[str]:
+    """Users with an order among the events produced and a profile now (not deleted)."""
+    latest: dict[str, ProfileChange] = {}
+    for change in [*ctx.sampler.profiles, *ctx.extra_profiles]:
+        latest[change.user_id] = change
+    ordering = set()
+    for line in ctx.feed.lines[: ctx.feed.produced_lines]:
+        event = parse_event(line)
+        if isinstance(event, Event) and event.amount_cents:
+            ordering.add(event.user_id)
+    profiled = {u for u, c in latest.items() if not c.is_tombstone}
+    return sorted(ordering & profiled)[:most]
+
+
+def _served_view(settings: Settings, architecture: str, view: str) -> list[dict[str, Any]]:
+    with connect(settings) as conn:
+        rows, _ = read_view(conn, parse_view_query(view, [], architecture))  # type: ignore[arg-type]
+    return [dict(r) for r in rows]
+
+
+def _segment_row(rows: list[dict[str, Any]], segment: str) -> dict[str, Any] | None:
+    return next((r for r in rows if r["segment"] == segment), None)
+
+
 PLAYS: dict[str, Callable[[Context], None]] = {
     "steady": steady,
     "late": late,
     "logic-change": logic_change,
     "bug-and-fix": bug_and_fix,
+    "segment-move": segment_move,
     "compaction": compaction,
 }

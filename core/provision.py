@@ -14,6 +14,7 @@ from typing import Any
 from core.kafka_io import quiet_client_logger
 from core.settings import Architecture, Settings
 from core.store.connection import connect, ensure_reader, ensure_schema
+from core.times import DAY_MS
 
 
 class ProvisionError(RuntimeError):
@@ -25,6 +26,9 @@ class TopicSpec:
     name: str
     partitions: int
     config: dict[str, str]
+
+
+PROFILES_SEGMENT_MS = 365 * DAY_MS
 
 
 def topic_specs(settings: Settings) -> list[TopicSpec]:
@@ -40,7 +44,16 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         TopicSpec(
             settings.profiles_topic,
             settings.profiles_partitions,
-            {"cleanup.policy": "compact", "message.timestamp.type": "CreateTime"},
+            {
+                "cleanup.policy": "compact",
+                "message.timestamp.type": "CreateTime",
+                # A segment also closes when its records' timestamps span segment.ms, and a
+                # profile's is the application's `updated_ts`: a workload's versions spread
+                # over days, arriving from the connector in small batches, would close segment
+                # after segment at Kafka's default (7 days) and let the cleaner drop versions
+                # no reader has seen yet. The comparison's compaction scenario shortens it.
+                "segment.ms": str(PROFILES_SEGMENT_MS),
+            },
         ),
     ]
 

@@ -110,6 +110,46 @@ class Settings(BaseSettings):
     serving_postgres_password: str = "lk_reader"  # noqa: S105 - local development default
     postgres_bin_dir: Path | None = None
 
+    # Change data capture: the application's user table, in a database of its own on the same
+    # Postgres (not the serving store), written by `lk profiles` as the application's role and
+    # read by Debezium's Postgres connector on Kafka Connect into `profiles_topic`
+    # (core/cdc, docs/CONTRACT.md §2).
+    # Off: no Kafka Connect runs (the chart, until it runs one), and the comparison and the
+    # demo produce profiles straight into the topic (`core.cdc.publish`).
+    cdc_enabled: bool = True
+    app_db: str = "app"
+    app_postgres_user: str = "lk_app"
+    app_postgres_password: str = "lk_app"  # noqa: S105 - local development default
+    cdc_postgres_user: str = "lk_cdc"  # the connector's login: REPLICATION, reads the table
+    cdc_postgres_password: str = "lk_cdc"  # noqa: S105 - local development default
+    cdc_connector: str = "lk-profiles"
+    cdc_slot: str = "lk_profiles"
+    cdc_publication: str = "lk_profiles"
+    # Debezium's heartbeat: a write to the app database's heartbeat table this often, so the
+    # slot's confirmed position moves on while the captured table is idle and other databases
+    # of the server write WAL (else the slot holds that WAL: docs/design/cdc.md).
+    cdc_heartbeat_ms: int = Field(default=5_000, ge=100)
+    # How long Debezium waits before it restarts its task after a retriable failure (the
+    # database went away): the capture's pause after a Postgres restart.
+    cdc_restart_wait_ms: int = Field(default=2_000, ge=0)
+    # The most WAL a slot may hold (Postgres `max_slot_wal_keep_size`) before Postgres
+    # invalidates it: a connector away that long must start again from a snapshot.
+    postgres_max_slot_wal_keep_size: str = "1GB"
+    # How long `lk profiles` waits for its last change to be in Kafka (the slot's confirmed
+    # position), and how long `lk stack up` waits for the connector to run.
+    cdc_wait_timeout_s: float = Field(default=60.0, gt=0)
+    # Kafka Connect, distributed mode (one worker locally): its REST port, heap, group (which
+    # names its config, offset and status topics) and how often it commits source offsets,
+    # which is when Debezium confirms a position to the slot.
+    connect_host: str | None = None
+    connect_port: int = 18083
+    connect_heap: str = "384m"
+    connect_group: str = "lk-connect"
+    connect_offset_flush_ms: int = Field(default=500, ge=50)
+    # KIP-618: source records and their offsets in one Kafka transaction (no duplicate after
+    # a crash). Off: at least once, which the views absorb (docs/design/cdc.md, measured).
+    connect_exactly_once: bool = False
+
     # Spark.
     spark_master: str = "local[2]"
     spark_shuffle_partitions: int = 4
@@ -280,6 +320,11 @@ class Settings(BaseSettings):
         )
 
     @property
+    def connect_url(self) -> str:
+        """Kafka Connect's REST API."""
+        return f"http://{self.connect_host or self.host}:{self.connect_port}"
+
+    @property
     def postgres_jdbc_url(self) -> str:
         return (
             f"jdbc:postgresql://{self.postgres_host or self.host}:{self.postgres_port}"
@@ -313,6 +358,10 @@ class Settings(BaseSettings):
                 "views_bucket": f"{self.views_bucket}-{name}",
                 "checkpoints_bucket": f"{self.checkpoints_bucket}-{name}",
                 "postgres_db": f"{self.postgres_db}_{name}".replace("-", "_"),
+                "app_db": f"{self.app_db}_{name}".replace("-", "_"),
+                "cdc_connector": f"{self.cdc_connector}-{name}",
+                "cdc_slot": f"{self.cdc_slot}_{name}".replace("-", "_"),
+                "cdc_publication": f"{self.cdc_publication}_{name}".replace("-", "_"),
                 "spark_event_log_dir": None,
             }
         )

@@ -32,8 +32,10 @@ need() {  # need COMMAND PACKAGE...
   local tool=$1; shift
   have "$tool" || pkgs+=("$@")
 }
-need java openjdk-17-jdk-headless  # Kafka and Spark
-need mvn maven                     # Kafka's and Spark's jars, from Maven Central
+need java openjdk-17-jdk-headless  # Kafka, Kafka Connect and Spark
+need javac openjdk-17-jdk-headless # the Connect transform (infra/connect/smt)
+need jar openjdk-17-jdk-headless
+need mvn maven                     # Kafka's, Connect's, Debezium's and Spark's jars (Maven Central)
 if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && ! have postgres \
    && [ -z "${LK_POSTGRES_BIN_DIR:-}" ]; then
   pkgs+=(postgresql)               # the serving store and Airflow's metadata

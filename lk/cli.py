@@ -23,6 +23,7 @@ from lk import (
     demo,
     dq_command,
     drain_command,
+    profiles_command,
     reprocess_command,
     run_commands,
     serve_command,
@@ -192,6 +193,7 @@ for command in (run_commands.init, run_commands.archive, run_commands.batch, run
 cli.add_command(demo.demo)
 cli.add_command(demo.compare)
 cli.add_command(drain_command.drain)
+cli.add_command(profiles_command.profiles)
 cli.add_command(dq_command.dq)
 cli.add_command(step_commands.step)
 

@@ -5,7 +5,8 @@
 
 The workload is produced at a steady rate, as a live source would; every few seconds each
 architecture's served answer is compared with the oracle over what was produced so far; the
-scenarios play in order (steady, late data, a logic change, a bug and its fix, compaction).
+scenarios play in order (steady, late data, a logic change, a bug and its fix, users moving
+segment in the database, compaction).
 It ends with the report: one HTML file with its figures, a JSON file with every number, both
 published to MinIO next to the Data Docs (`GET /v1/comparison`).
 """

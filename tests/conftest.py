@@ -54,6 +54,7 @@ def stack_env(stack_home: Path) -> dict[str, str]:
         "LK_MINIO_PORT": str(_free_port()),
         "LK_MINIO_CONSOLE_PORT": str(_free_port()),
         "LK_POSTGRES_PORT": str(_free_port()),
+        "LK_CONNECT_PORT": str(_free_port()),
     }
     return env
 

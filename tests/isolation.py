@@ -43,18 +43,14 @@ def isolated_settings(settings: Settings, name: str) -> Settings:
     pipeline run sees only its own data (the services are shared)."""
     import psycopg
 
-    from core.provision import s3_client
+    from core.provision import s3_client, topic_specs
     from core.store.connection import ensure_schema
 
     suffix = uuid.uuid4().hex[:6]
     isolated = settings.namespaced(f"{name}-{suffix}")
     fresh_topic_named(settings, isolated.events_topic, settings.events_partitions)
-    fresh_topic_named(
-        settings,
-        isolated.profiles_topic,
-        settings.profiles_partitions,
-        {"cleanup.policy": "compact"},
-    )
+    profiles = next(t for t in topic_specs(isolated) if t.name == isolated.profiles_topic)
+    fresh_topic_named(settings, profiles.name, profiles.partitions, profiles.config)
     s3 = s3_client(settings)
     for bucket in _own_buckets(isolated):
         s3.create_bucket(Bucket=bucket)

@@ -43,6 +43,7 @@ from comparison.report.reprocessing import (
     reprocessing_figure,
     wrong_answers_figure,
 )
+from comparison.report.segment_move import segment_move_figure
 from comparison.verdict import verdict
 
 __all__ = [
@@ -71,6 +72,7 @@ FIGURES: Final = (
     reprocessing_figure,
     history_cost_figure,
     wrong_answers_figure,
+    segment_move_figure,
     compaction_figure,
     cost_cpu_figure,
     cost_memory_figure,

@@ -39,6 +39,18 @@ def connection_kwargs(settings: Settings, *, reader: bool = False) -> dict[str, 
     }
 
 
+def admin_connection(
+    settings: Settings, dbname: str = "postgres", connect_timeout: int = 10
+) -> psycopg.Connection:
+    """An autocommit connection as the stack's own login (a superuser locally, the chart's
+    admin on Kubernetes) to any database of the server: to create databases and roles, and to
+    read the server's own views (replication slots)."""
+    import psycopg
+
+    kwargs = connection_kwargs(settings) | {"dbname": dbname, "connect_timeout": connect_timeout}
+    return psycopg.connect(**kwargs, autocommit=True)
+
+
 _SCHEMA_READY: set[tuple[Any, ...]] = set()
 """Databases this process has created the store's tables in: (host, port, name, oid). The oid
 tells a database dropped and created again under the same name from the one already seen."""

@@ -1,7 +1,8 @@
 """Downloads and builds the stack needs, cached under the settings' cache folder.
 
-- Kafka broker jars and Spark connector jars: resolved from Maven Central by Maven, from the
-  POMs in infra/maven/ (versions live there).
+- Kafka broker jars, Kafka Connect's worker, Debezium's connector and Spark connector jars:
+  resolved from Maven Central by Maven, from the POMs in infra/maven/ (versions live there).
+- The project's Connect transform (infra/connect/smt): compiled by `javac`.
 - MinIO: built with `go install` from the Go module proxy, at the pinned module version.
 
 Each artifact is resolved once; a marker file holding the inputs' fingerprint makes a second
@@ -25,6 +26,7 @@ from core.settings import Settings
 from infra.stack.process import StackError
 
 MAVEN_DIR = Path(__file__).resolve().parents[1] / "maven"
+SMT_DIR = Path(__file__).resolve().parents[1] / "connect" / "smt" / "src"
 _VERSION_SUFFIX = re.compile(r"-\d[\w.]*(?:-[\w.]+)*\.jar$")
 
 
@@ -138,16 +140,80 @@ def _maven_copy(
     staging.rename(out_dir)
 
 
-def kafka_jars(settings: Settings, progress: BuildProgress | None = None) -> Path:
-    """The folder of the Kafka broker's classpath."""
-    pom = MAVEN_DIR / "kafka-broker.pom.xml"
-    out = settings.cache_path / "jars" / "kafka"
+def _resolved(
+    settings: Settings, pom_name: str, out: Path, what: str, progress: BuildProgress | None
+) -> Path:
+    """`out`, holding the runtime jars of the POM `pom_name`, resolved unless already current."""
+    pom = MAVEN_DIR / pom_name
     marker = out / ".resolved"
     fingerprint = inputs_fingerprint(pom.read_text())
     if not is_current(marker, fingerprint):
-        _maven_copy(settings, pom, out, "Kafka's jars", progress or NoProgress())
+        _maven_copy(settings, pom, out, what, progress or NoProgress())
         marker.write_text(fingerprint)
     return out
+
+
+def kafka_jars(settings: Settings, progress: BuildProgress | None = None) -> Path:
+    """The folder of the Kafka broker's classpath."""
+    out = settings.cache_path / "jars" / "kafka"
+    return _resolved(settings, "kafka-broker.pom.xml", out, "Kafka's jars", progress)
+
+
+def connect_jars(settings: Settings, progress: BuildProgress | None = None) -> Path:
+    """The folder of Kafka Connect's worker classpath."""
+    out = settings.cache_path / "jars" / "connect"
+    return _resolved(settings, "kafka-connect.pom.xml", out, "Kafka Connect's jars", progress)
+
+
+def connect_plugins(settings: Settings, progress: BuildProgress | None = None) -> Path:
+    """Connect's `plugin.path`: a folder per plugin, Debezium's Postgres connector and the
+    project's own transform (`infra/connect/smt`, compiled here by `javac` against the worker's
+    jars)."""
+    plugins = connect_plugin_path(settings)
+    _resolved(
+        settings,
+        "debezium-postgres.pom.xml",
+        plugins / "debezium-postgres",
+        "Debezium's Postgres connector",
+        progress,
+    )
+    _profile_change(connect_jars(settings, progress), plugins / "lk-profile-change")
+    return plugins
+
+
+def connect_plugin_path(settings: Settings) -> Path:
+    """Where `connect_plugins` puts them (nothing is fetched or built here)."""
+    return settings.cache_path / "jars" / "connect-plugins"
+
+
+def _profile_change(worker_jars: Path, out: Path) -> None:
+    sources = sorted(p for p in SMT_DIR.rglob("*") if p.is_file())
+    fingerprint = inputs_fingerprint(*(p.read_text() for p in sources))
+    marker = out / ".built"
+    if is_current(marker, fingerprint):
+        return
+    javac = require_tool("javac", "install a JDK 17+ (apt-get install openjdk-17-jdk-headless)")
+    jar = require_tool("jar", "install a JDK 17+ (apt-get install openjdk-17-jdk-headless)")
+    shutil.rmtree(out, ignore_errors=True)
+    classes = out / "classes"
+    classes.mkdir(parents=True)
+    java_files = [str(p) for p in sources if p.suffix == ".java"]
+    compiled = subprocess.run(
+        [javac, "--release", "17", "-cp", f"{worker_jars}/*", "-d", str(classes), *java_files],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if compiled.returncode != 0:
+        raise StackError(f"javac of the ProfileChange transform failed: {compiled.stderr.strip()}")
+    shutil.copytree(SMT_DIR / "META-INF", classes / "META-INF")
+    subprocess.run(
+        [jar, "--create", "--file", str(out / "lk-profile-change.jar"), "-C", str(classes), "."],
+        check=True,
+        capture_output=True,
+    )
+    shutil.rmtree(classes)
+    marker.write_text(fingerprint)
 
 
 def spark_jars(settings: Settings, progress: BuildProgress | None = None) -> Path:
@@ -217,6 +283,7 @@ def fetch_all(settings: Settings, progress: BuildProgress) -> None:
     """Everything the stack runs from, fetched or built now rather than when each service
     starts, so that a first run shows its progress in one place."""
     kafka_jars(settings, progress)
+    connect_plugins(settings, progress)
     minio_binary(settings, progress)
     spark_jars(settings, progress)
 
@@ -224,6 +291,12 @@ def fetch_all(settings: Settings, progress: BuildProgress) -> None:
 def cached(settings: Settings) -> bool:
     """Whether the downloads and builds a first `lk stack up` makes are already in the cache."""
     cache = settings.cache_path
-    jars = (cache / "jars" / "kafka" / ".resolved", settings.spark_jars_path / ".resolved")
+    jars = (
+        cache / "jars" / "kafka" / ".resolved",
+        cache / "jars" / "connect" / ".resolved",
+        cache / "jars" / "connect-plugins" / "debezium-postgres" / ".resolved",
+        cache / "jars" / "connect-plugins" / "lk-profile-change" / ".built",
+        settings.spark_jars_path / ".resolved",
+    )
     minio = bool(os.environ.get("MINIO_BINARY")) or (cache / "go" / "minio.version").is_file()
     return minio and all(marker.is_file() for marker in jars)

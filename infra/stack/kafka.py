@@ -7,30 +7,14 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
 import subprocess
 import uuid
 from pathlib import Path
 
 from core.provision import ProvisionError, ensure_topics
-from infra.stack import artifacts
+from infra.stack import artifacts, jvm
 from infra.stack.process import StackError, port_open
 from infra.stack.service import Service
-
-_LOG4J2 = """\
-status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
-logger.kafka.name = kafka
-logger.kafka.level = WARN
-logger.apache.name = org.apache.kafka
-logger.apache.level = WARN
-"""
 
 
 class Kafka(Service):
@@ -50,10 +34,7 @@ class Kafka(Service):
         return str(artifacts.kafka_jars(self.settings) / "*")
 
     def _java(self) -> str:
-        java = shutil.which("java")
-        if java is None:
-            raise StackError("kafka: 'java' is not installed (Kafka needs a JDK 17+)")
-        return java
+        return jvm.java("kafka")
 
     def prepare(self) -> None:
         s = self.settings
@@ -92,8 +73,10 @@ class Kafka(Service):
                 ]
             )
         )
-        (self.data_dir / "log4j2.properties").write_text(
-            _LOG4J2.format(log=self.settings.stack_path / "logs" / "kafka-server.log")
+        jvm.write_log4j2(
+            self._log4j2,
+            self.settings.stack_path / "logs" / "kafka-server.log",
+            {"kafka": "WARN", "org.apache.kafka": "WARN"},
         )
         if not (logs / "meta.properties").exists():
             cluster_id = _cluster_id()
@@ -118,8 +101,12 @@ class Kafka(Service):
                 detail = (result.stderr or result.stdout).strip().splitlines()[-1:]
                 raise StackError(f"kafka: formatting the KRaft storage failed: {detail}")
 
+    @property
+    def _log4j2(self) -> Path:
+        return self.data_dir / "log4j2.properties"
+
     def _log_opts(self) -> list[str]:
-        return [f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}"]
+        return [f"-Dlog4j2.configurationFile={self._log4j2}"]
 
     def launch(self) -> None:
         self.process.start(

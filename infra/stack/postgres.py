@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from core.settings import Settings
-from core.store.connection import ensure_reader
+from core.store.connection import admin_connection, ensure_reader
 from infra.stack.process import StackError
 from infra.stack.service import Service
 
@@ -114,6 +114,16 @@ class Postgres(Service):
                 "shared_buffers=128MB",
                 "-c",
                 "fsync=on",
+                # Change data capture (core/cdc): logical decoding, a slot for the connector,
+                # and a bound on the WAL a slot may hold while its connector is away.
+                "-c",
+                "wal_level=logical",
+                "-c",
+                "max_replication_slots=10",
+                "-c",
+                "max_wal_senders=10",
+                "-c",
+                f"max_slot_wal_keep_size={self.settings.postgres_max_slot_wal_keep_size}",
             ],
             user=self.run_as,
         )
@@ -123,18 +133,7 @@ class Postgres(Service):
         return self.process.stop(stop_signal=signal.SIGINT, whole_group=False)
 
     def _connect(self, dbname: str):  # type: ignore[no-untyped-def]
-        import psycopg
-
-        s = self.settings
-        return psycopg.connect(
-            host=s.host,
-            port=s.postgres_port,
-            user=s.postgres_user,
-            password=s.postgres_password,
-            dbname=dbname,
-            connect_timeout=3,
-            autocommit=True,
-        )
+        return admin_connection(self.settings, dbname, connect_timeout=3)
 
     def ready(self) -> bool:
         with self._connect("postgres") as conn:

@@ -1,5 +1,5 @@
-"""The local stack: Kafka, MinIO and Postgres on loopback, plus Spark's connector jars and the
-class-data archive its JVMs start from (`core.class_archive`).
+"""The local stack: Kafka, MinIO, Postgres and Kafka Connect on loopback, plus Spark's connector
+jars and the class-data archive its JVMs start from (`core.class_archive`).
 
 `up` is idempotent and waits until each service answers; `down` stops only what `up` started;
 `reset` stops everything and deletes the stack's data, keeping the download/build cache.
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from core import class_archive
 from core.settings import Settings
 from infra.stack import artifacts
+from infra.stack.connect import KafkaConnect
 from infra.stack.kafka import Kafka
 from infra.stack.minio import MinIO
 from infra.stack.postgres import Postgres
@@ -23,7 +24,8 @@ Progress = Callable[[str], None]
 
 
 def services(settings: Settings) -> list[Service]:
-    return [Kafka(settings), MinIO(settings), Postgres(settings)]
+    # Connect last: it needs Kafka and Postgres, and stops first.
+    return [Kafka(settings), MinIO(settings), Postgres(settings), KafkaConnect(settings)]
 
 
 def up(

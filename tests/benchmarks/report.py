@@ -92,6 +92,11 @@ FIGURES = (
     Figure("API highest rate at p99 <= 10 ms", ("api", "highest_rate_held_p99_10ms"), "req/s"),
     Figure("  pgbench -S, same run", ("api", "pgbench_select_only", "tps"), "tx/s"),
     Figure("  API / pgbench -S", ("api", "ratio_to_pgbench"), "ratio"),
+    Figure("Changes captured (one connector)", ("cdc", "load", "capture_rate_per_s"), "/s", 2_000),
+    Figure("  commit to Kafka p50", ("cdc", "load", "lag_p50_s"), "s"),
+    Figure("  commit to Kafka p99", ("cdc", "load", "lag_p99_s"), "s"),
+    Figure("  Kafka Connect idle CPU", ("cdc", "idle", "cpu_share_of_a_core"), "cores"),
+    Figure("  Kafka Connect idle RSS", ("cdc", "idle", "rss_mib"), "MiB"),
     Figure(
         "Kappa replay from offset 0",
         ("replay", "replay_events_per_s"),

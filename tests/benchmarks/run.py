@@ -23,17 +23,20 @@ Steps, each in its own module:
 5. `api`: the serving API at constant request rates (`hey`) while the speed layer ingests: a
    filtered query, a 1,000-row page, 304 revalidation, the highest rate held at p99 <= 10 ms,
    and `pgbench -S` on the same Postgres for comparison (`--steps api` alone: ~5 minutes);
-6. `sweep`: reprocessing at several sizes of the log (`--sweep-sizes`, default 10,000, 100,000,
+6. `cdc`: change data capture: Kafka Connect's idle CPU and memory, then `--cdc-changes`
+   profile changes (one transaction each, four writers) through a connector of its own:
+   commits/s, changes captured/s, and each change's time from its commit to Kafka (p50, p99);
+7. `sweep`: reprocessing at several sizes of the log (`--sweep-sizes`, default 10,000, 100,000,
    1M, 5M and 20M lines; ~45 min on 2 cores, most of it the 20M point's generating, producing
    and archiving), each size in a namespace of its own: Lambda's archive, then its recompute to
    readers switched (`lk batch --drain`, `lk step publish`), and Kappa's replay from offset 0
    to the switch (`lk reprocess`), each a cold `lk` process as the chart runs it (seconds,
    CPU-seconds, cores kept busy and peak RSS of the driver and its JVM); the points also go to
    `--sweep-json` (default docs/bench/sweep-<date>.json: a quick run should write elsewhere);
-7. `replay`: Kappa: `Reprocess(...).run()` from offset 0 of the same log (events/s, time to the
+8. `replay`: Kappa: `Reprocess(...).run()` from offset 0 of the same log (events/s, time to the
    switch), next to the Lambda recompute of the same history (last: the longest step, and the
    one `--replay-budget` may cut short);
-8. throughout, `rss`: the stack's resident memory, sampled every second.
+9. throughout, `rss`: the stack's resident memory, sampled every second.
 
 It ends with a table of each figure next to its aim and writes everything to
 out/bench/<timestamp>.json (after every step, so an interrupted run keeps what it measured; a
@@ -62,7 +65,7 @@ from tests.benchmarks.report import GIB, Results, cpu_lines, machine, state_line
 from tests.benchmarks.rss import RssSampler, stack_pids
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = ("workload", "batch", "duckdb", "speed", "api", "sweep", "replay")
+STEPS = ("workload", "batch", "duckdb", "speed", "api", "cdc", "sweep", "replay")
 DEFAULT_EVENTS = 5_100_000  # 1% of the lines are invalid: over 5M events still reach the master
 TEARDOWN_RESERVE_S = 300.0  # stopping Spark, deleting the namespaces, stopping services
 
@@ -119,6 +122,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=float,
         default=float(os.environ.get("BENCH_API_INGEST_RATE", "200")),
         help="events/s the speed layer ingests while the API is measured (0: none; default 200)",
+    )
+    parser.add_argument(
+        "--cdc-changes",
+        type=int,
+        default=_int_env("BENCH_CDC_CHANGES", 60_000),
+        help="profile changes written for the change data capture step (default 60,000)",
     )
     parser.add_argument(
         "--replay-max-offsets",
@@ -436,6 +445,12 @@ class Bench:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         return api.run(self.spark_session(served), served, config, self.sampler, self.log_dir)
 
+    def cdc(self) -> dict[str, Any]:
+        from tests.benchmarks import cdc
+
+        own = self.namespace("benchcdc")
+        return cdc.run(self.settings, own, cdc.CdcConfig(changes=self.args.cdc_changes))
+
     def sweep(self) -> dict[str, Any]:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         runs = sweep.Sweep(
@@ -470,6 +485,7 @@ class Bench:
             self.run_step("duckdb", ("batch",), lambda: self.duckdb(main))
             self.run_step("speed", (), lambda: self.speed(main))
             self.run_step("api", (), self.api)
+            self.run_step("cdc", (), self.cdc)
             self.run_step("sweep", (), self.sweep)
             self.run_step("replay", ("workload",), lambda: self.replay(main))
         except Terminated as stop:

@@ -16,6 +16,7 @@ from core.settings import Settings
 from tests.isolation import fresh_topic_named, isolated_settings, settings_env
 
 __all__ = [
+    "apply_profiles_through_faults",
     "fresh_topic",
     "fresh_topic_named",
     "isolated_settings",
@@ -67,3 +68,54 @@ def own_database(stack: Settings, prefix: str) -> Iterator[Settings]:
     finally:
         with connect(admin) as conn:
             conn.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(name)))
+
+
+FAULT_APPLY_S = 24.0
+"""How long an apply with faults takes (its rate follows): long enough that both faults,
+and Connect's start between them, land in its middle."""
+
+
+def apply_profiles_through_faults(stack: Settings, settings: Settings, path: Path) -> None:
+    """`lk profiles apply --rate` of a workload's profiles (a user's process) while, a third of
+    the way in, Kafka Connect is killed (SIGKILL) and started again and, two thirds of the way
+    in, Postgres restarts; then waited for until every change is in the topic. The capture
+    resumes from Connect's last committed offset (a change may come twice) and from the slot
+    (none is lost), and the application connects again."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from core.cdc.arrival import log_end, wait_captured
+    from core.cdc.table import read_changes
+    from infra.stack.connect import KafkaConnect
+    from infra.stack.postgres import Postgres
+
+    since = log_end(settings)
+    changes, _ = read_changes(path)
+    lk = Path(sys.executable).with_name("lk")
+    rate = len(changes) / FAULT_APPLY_S
+    command = [str(lk), "profiles", "apply", "--file", str(path), "--rate", f"{rate:.3f}"]
+    apply = subprocess.Popen(
+        [*command, "--no-wait"],
+        env={**os.environ, **settings.as_env()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started = time.monotonic()
+    time.sleep(FAULT_APPLY_S / 3)
+    connect = KafkaConnect(stack)
+    pid = connect.process.pid()
+    assert pid is not None, "the stack's Kafka Connect is not running"
+    os.kill(pid, signal.SIGKILL)
+    connect.up()
+    time.sleep(max(0.0, started + 2 * FAULT_APPLY_S / 3 - time.monotonic()))
+    postgres = Postgres(stack)
+    postgres.stop()
+    postgres.up()
+    out, err = apply.communicate(timeout=300)
+    assert apply.returncode == 0, err
+    assert "connected again" in out, out  # the restart landed in the apply's middle
+    wait_captured(settings, since, changes, timeout_s=120)

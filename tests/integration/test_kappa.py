@@ -23,6 +23,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from core import workload
+from core.cdc import capture
 from core.events import Event, parse_event
 from core.kafka_io import partition_for, produce_file
 from core.oracle import (
@@ -44,7 +45,7 @@ from serving.main import create_app
 from stream_engine.engine import StreamEngine
 from stream_engine.inbox import PendingBatch
 from tests.conftest import ROOT
-from tests.integration.helpers import isolated_settings, settings_env
+from tests.integration.helpers import apply_profiles_through_faults, isolated_settings, settings_env
 from tests.serving_pages import ANSWERS, oracle_answers, read_answers
 
 WATERMARK_MS = 10 * 60_000
@@ -65,7 +66,10 @@ def kappa(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     folder = tmp_path_factory.mktemp("kappa")
     events, profiles = folder / "events.jsonl", folder / "events.profiles.jsonl"
     workload.generate(workload.WorkloadSpec(seed=57, events=3000), events, profiles)
-    produce_file(settings, profiles, settings.profiles_topic)
+    # The profiles through the application's table and change data capture, as deployed,
+    # with Kafka Connect killed and Postgres restarted in the middle (no change lost).
+    capture.start(settings)
+    apply_profiles_through_faults(stack, settings, profiles)
     # A first part only: version 1's first start replays it (on Spark), the rest reaches it
     # live, micro-batch by micro-batch (the driver's merges), as a deployment's stream would.
     lines = events.read_bytes().splitlines(keepends=True)
@@ -80,6 +84,7 @@ def kappa(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         "folder": folder,
         "rest": rest,
     }
+    capture.stop(settings)
 
 
 def _late_ids(spark, settings: Settings, version: int, logic: str) -> set[str]:  # type: ignore[no-untyped-def]

@@ -11,17 +11,21 @@ from core.oracle import OracleResult, compute_views, load_jsonl_values, load_pro
 from core.settings import Settings
 from serving.main import create_app
 from tests.conftest import run_lk
+from tests.integration.helpers import apply_profiles_through_faults
 from tests.serving_pages import ANSWERS, oracle_answers, read_whole
 
 
 @pytest.fixture(scope="module")
 def lambda_workload(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> OracleResult:
-    """A generated workload (late, duplicate and invalid records included) in the log."""
+    """A generated workload (late, duplicate and invalid records included) in the log; its
+    profiles written to the application's table, which the stack's connector captures, with
+    Kafka Connect killed and Postgres restarted in the middle (faults: no change lost, and one
+    delivered twice changes no view)."""
     out = tmp_path_factory.mktemp("lambda") / "events.jsonl"
     profiles = workload.default_profiles_path(out)
     workload.generate(workload.WorkloadSpec(seed=21, events=4000), out, profiles)
     produce_file(stack, out, stack.events_topic)
-    produce_file(stack, profiles, stack.profiles_topic)
+    apply_profiles_through_faults(stack, stack, profiles)
     return compute_views(load_jsonl_values(out), load_profiles_jsonl(profiles))
 
 

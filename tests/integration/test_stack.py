@@ -41,15 +41,18 @@ def test_status_reports_every_service_up(stack: Settings, stack_env: dict[str, s
     result = run_lk("stack", "status", env=stack_env)
     assert result.returncode == 0, result.stderr
     lines = {line.split()[0]: line for line in result.stdout.splitlines()}
-    assert set(lines) == {"kafka", "minio", "postgres"}
+    assert set(lines) == {"kafka", "minio", "postgres", "connect"}
     assert all(" up " in line for line in lines.values())
     assert "events" in lines["kafka"] and stack.master_bucket in lines["minio"]
+    # The capture of the user table: its connector's state and the WAL its slot holds.
+    assert f"connector {stack.cdc_connector}: RUNNING, tasks ['RUNNING']" in lines["connect"]
+    assert f"slot {stack.cdc_slot} holds" in lines["connect"]
 
 
 def test_up_again_is_idempotent(stack: Settings, stack_env: dict[str, str]) -> None:
     result = run_lk("stack", "up", env=stack_env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("already running") == 3
+    assert result.stdout.count("already running") == 4
 
 
 def test_port_taken_by_another_process_gives_one_line_reason(

@@ -35,6 +35,7 @@ from comparison.figures import (
     Reprocessing,
     Sample,
     ScenarioSpan,
+    SegmentMove,
     StoredBytes,
     Sweep,
     SweepPoint,
@@ -54,6 +55,7 @@ FIGURE_IDS = (
     "fig-reprocessing",
     "fig-history-cost",
     "fig-wrong-answers",
+    "fig-segment-move",
     "fig-compaction",
     "fig-cost-cpu",
     "fig-cost-memory",
@@ -119,6 +121,16 @@ COMPACTION = Compaction(
     },
 )
 """Lambda 0 and 0; Kappa 14 in the as-of join and 0 in the table-table join."""
+SEGMENT_MOVE = SegmentMove(
+    users=20,
+    segment="moved-1790000000",
+    through="database",
+    visible_s={"lambda": 1.84, "kappa": 1.21},
+    expected_moved_cents={"lambda": 912_345, "kappa": 912_345},
+    served_moved_cents={"lambda": 912_345, "kappa": 912_345},
+    as_of_new_segment_cents={"lambda": 0, "kappa": 0},
+)
+"""Both exact in segment_totals, Kappa first, nothing in the as-of join's new segment."""
 
 
 def synthetic_run() -> ComparisonRun:
@@ -234,6 +246,7 @@ def synthetic_run() -> ComparisonRun:
             WrongAnswers("kappa", "v-bug", 440.0, 510.0, 55.0, 190.0),
         ],
         compaction=COMPACTION,
+        segment_move=SEGMENT_MOVE,
         cost=[
             ComponentCost("kafka", "shared", 95.0, 820 * MIB),
             ComponentCost("postgres", "shared", 140.0, 310 * MIB),
@@ -659,6 +672,40 @@ def test_the_compaction_figure_shows_both_joins_lambda_exact_kappa_off_in_the_as
         "removed the history the first needs and kept the record the second needs" in how
     )
     assert "not measured" not in how
+
+
+def test_the_segment_move_says_how_fast_each_showed_it_and_what_each_join_kept(
+    written: tuple[ComparisonRun, Path, Path],
+) -> None:
+    page = written[1].read_text()
+    rows = _table_rows(section_html(page, "fig-segment-move"))
+    assert "<td>lambda</td><td>1.8 s</td><td>912,345 ¢</td><td>0 ¢</td>" in rows
+    assert "<td>kappa</td><td>1.2 s</td><td>912,345 ¢</td><td>0 ¢</td>" in rows
+    how = _how(page, "fig-segment-move")
+    assert "20 users moved to a new segment, moved-1790000000, in one transaction" in how
+    assert "change data capture (Debezium on Kafka Connect)" in how
+    assert "lambda 1.8 s, kappa 1.2 s." in how
+    assert "so kappa showing it first is their micro-batches' timing" in how
+    assert "each architecture served exactly what the oracle moves" in how
+    assert "lambda 912,345 ¢, kappa 912,345 ¢." in how
+    assert "the orders placed before the change stay in the old segments" in how
+    assert "holds no revenue there in either architecture" in how
+
+
+def test_a_segment_move_not_seen_in_time_or_not_exact_says_so() -> None:
+    move = replace(
+        SEGMENT_MOVE,
+        through="topic",
+        visible_s={"lambda": 2.5, "kappa": None},
+        served_moved_cents={"lambda": 912_345, "kappa": 0},
+        as_of_new_segment_cents={"lambda": 1_200, "kappa": 0},
+    )
+    how = _how(render(replace(synthetic_run(), segment_move=move)), "fig-segment-move")
+    assert "one batch produced into profiles (no Kafka Connect runs here)" in how
+    assert "Kappa did not show it within the scenario's timeout." in how
+    assert "lambda 912,345 of 912,345 ¢, kappa 0 of 912,345 ¢." in how
+    assert "Kappa was off when the scenario read it." in how
+    assert "the new segment holds only orders placed after the change: lambda 1,200 ¢" in how
 
 
 def test_a_table_table_join_off_after_compaction_is_not_blamed_on_compaction() -> None:

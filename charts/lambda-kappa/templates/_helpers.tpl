@@ -335,6 +335,10 @@ Call: (dict "root" $ "sparkDriverMemory" "768m" "minioUser" "archiver" "postgres
   value: {{ $root.Values.stream.statePartitions | int64 | quote }}
 - name: LK_STARTUP_TIMEOUT_S
   value: {{ $root.Values.startupTimeoutSeconds | int64 | quote }}
+{{- /* No Kafka Connect runs in the chart yet: the comparison produces its profiles straight
+into the topic (core/cdc/publish.py). */}}
+- name: LK_CDC_ENABLED
+  value: "false"
 {{- end }}
 
 {{/*

@@ -1,0 +1,129 @@
+"""The Debezium connector that captures `profiles`, through Kafka Connect's REST API.
+
+`connector_config` is the one place its configuration is written: `lk stack up` registers it,
+the chart renders it from the same function's output (a value users may override).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from core.cdc.provision import HEARTBEAT_QUERY, TABLE
+from core.settings import Settings
+
+TRANSFORM = "io.github.lambdakappa.connect.ProfileChange"
+RUNNING = "RUNNING"
+
+
+class ConnectError(RuntimeError):
+    """Kafka Connect refused, or the connector failed; the message is one line for users."""
+
+
+def connector_config(settings: Settings) -> dict[str, str]:
+    s = settings
+    return {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "tasks.max": "1",  # one slot streams one table's changes in commit order
+        "plugin.name": "pgoutput",
+        "database.hostname": s.postgres_host or s.host,
+        "database.port": str(s.postgres_port),
+        "database.user": s.cdc_postgres_user,
+        "database.password": s.cdc_postgres_password,
+        "database.dbname": s.app_db,
+        "topic.prefix": s.cdc_connector,
+        "table.include.list": f"public.{TABLE}",
+        "publication.name": s.cdc_publication,
+        "publication.autocreate.mode": "disabled",  # provisioned with the table (core.cdc)
+        "slot.name": s.cdc_slot,
+        "snapshot.mode": "initial",
+        # After a lost connection (Postgres restarted), Debezium restarts its task itself,
+        # this long after (its default: 10 s).
+        "retriable.restart.connector.wait.ms": str(s.cdc_restart_wait_ms),
+        "heartbeat.interval.ms": str(s.cdc_heartbeat_ms),
+        "heartbeat.action.query": HEARTBEAT_QUERY,
+        # A delete becomes our transform's one tombstone: Debezium's own would be a second.
+        "tombstones.on.delete": "false",
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "false",
+        "transforms": "profile",
+        "transforms.profile.type": TRANSFORM,
+        "transforms.profile.topic": s.profiles_topic,
+        # Only Debezium's heartbeat topic is created by the connector; `profiles` exists.
+        "topic.creation.default.replication.factor": "1",
+        "topic.creation.default.partitions": "1",
+    }
+
+
+def _client(settings: Settings) -> httpx.Client:
+    return httpx.Client(base_url=settings.connect_url, timeout=30)
+
+
+def _checked(response: httpx.Response) -> Any:
+    if response.is_error:
+        try:
+            message = response.json().get("message", response.text)
+        except ValueError:
+            message = response.text
+        raise ConnectError(f"Kafka Connect answered {response.status_code}: {message}")
+    return response.json() if response.content else None
+
+
+def register(settings: Settings) -> None:
+    """Create the connector, or update its configuration (idempotent: PUT)."""
+    with _client(settings) as client:
+        _checked(
+            client.put(
+                f"/connectors/{settings.cdc_connector}/config", json=connector_config(settings)
+            )
+        )
+
+
+def states(settings: Settings) -> tuple[str, list[str]] | None:
+    """The connector's state and its tasks' (RUNNING, FAILED, ...), or None when unknown."""
+    with _client(settings) as client:
+        response = client.get(f"/connectors/{settings.cdc_connector}/status")
+    if response.status_code == 404:
+        return None
+    status = _checked(response)
+    tasks = [task["state"] for task in status.get("tasks", [])]
+    return status["connector"]["state"], tasks
+
+
+def failure(settings: Settings) -> str | None:
+    """The first line of a failed task's trace, if one failed."""
+    with _client(settings) as client:
+        status = _checked(client.get(f"/connectors/{settings.cdc_connector}/status"))
+    for task in status.get("tasks", []):
+        if task["state"] == "FAILED":
+            return str(task.get("trace", "?")).splitlines()[0]
+    return None
+
+
+def wait_running(settings: Settings, timeout_s: float | None = None) -> None:
+    """Until the connector and its task run; a failed task's reason, or a timeout, raises."""
+    deadline = time.monotonic() + (timeout_s or settings.cdc_wait_timeout_s)
+    last: tuple[str, list[str]] | None = None
+    while time.monotonic() < deadline:
+        last = states(settings)
+        if last is not None:
+            if "FAILED" in last[1] or last[0] == "FAILED":
+                reason = failure(settings)
+                raise ConnectError(f"connector {settings.cdc_connector} failed: {reason}")
+            if last[0] == RUNNING and last[1] and all(t == RUNNING for t in last[1]):
+                return
+        time.sleep(0.3)
+    raise ConnectError(f"connector {settings.cdc_connector} is not running: {last}")
+
+
+def delete(settings: Settings) -> bool:
+    """Remove the connector (its slot stays: `provision.drop_app_side`); False if absent."""
+    with _client(settings) as client:
+        response = client.delete(f"/connectors/{settings.cdc_connector}")
+    if response.status_code == 404:
+        return False
+    _checked(response)
+    return True
