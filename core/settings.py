@@ -130,8 +130,10 @@ class Settings(BaseSettings):
     # of the server write WAL (else the slot holds that WAL: docs/design/cdc.md).
     cdc_heartbeat_ms: int = Field(default=5_000, ge=100)
     # How long Debezium waits before it restarts its task after a retriable failure (the
-    # database went away): the capture's pause after a Postgres restart.
-    cdc_restart_wait_ms: int = Field(default=2_000, ge=0)
+    # database went away): the capture's pause after a Postgres restart. A restart that finds
+    # the database still down fails the task for good (Kafka Connect does not restart it;
+    # `lk stack up` does), so it waits longer than a restart takes (Debezium's default).
+    cdc_restart_wait_ms: int = Field(default=10_000, ge=0)
     # The most WAL a slot may hold (Postgres `max_slot_wal_keep_size`) before Postgres
     # invalidates it: a connector away that long must start again from a snapshot.
     postgres_max_slot_wal_keep_size: str = "1GB"

@@ -13,9 +13,11 @@ from core.settings import Settings
 
 
 def start(settings: Settings) -> None:
-    """The table, roles and publication, then the connector, running (idempotent)."""
+    """The table, roles and publication, then the connector, running (idempotent: a task
+    that failed is restarted; the slot kept every change since)."""
     provision.ensure_app_side(settings)
     connector.register(settings)
+    connector.restart_failed(settings)
     connector.wait_running(settings)
 
 

@@ -119,6 +119,30 @@ def wait_running(settings: Settings, timeout_s: float | None = None) -> None:
     raise ConnectError(f"connector {settings.cdc_connector} is not running: {last}")
 
 
+def restart_failed(settings: Settings) -> bool:
+    """Restart the connector's failed task, if one failed (Kafka Connect never does it on its
+    own): what `lk stack up` does to a capture a long database outage stopped. Whether one
+    was restarted."""
+    found = states(settings)
+    if found is None or "FAILED" not in (found[0], *found[1]):
+        return False
+    with _client(settings) as client:
+        _checked(
+            client.post(
+                f"/connectors/{settings.cdc_connector}/restart",
+                params={"includeTasks": "true", "onlyFailed": "true"},
+            )
+        )
+    # The restart is asynchronous: until the task leaves FAILED, a wait would read the old state.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        now = states(settings)
+        if now is not None and "FAILED" not in (now[0], *now[1]):
+            break
+        time.sleep(0.2)
+    return True
+
+
 def delete(settings: Settings) -> bool:
     """Remove the connector (its slot stays: `provision.drop_app_side`); False if absent."""
     with _client(settings) as client:

@@ -24,7 +24,7 @@ Steps, each in its own module:
    filtered query, a 1,000-row page, 304 revalidation, the highest rate held at p99 <= 10 ms,
    and `pgbench -S` on the same Postgres for comparison (`--steps api` alone: ~5 minutes);
 6. `cdc`: change data capture: Kafka Connect's idle CPU and memory, then `--cdc-changes`
-   profile changes (one transaction each, four writers) through a connector of its own:
+   profile changes (ten to a transaction, four writers) through a connector of its own:
    commits/s, changes captured/s, and each change's time from its commit to Kafka (p50, p99);
 7. `sweep`: reprocessing at several sizes of the log (`--sweep-sizes`, default 10,000, 100,000,
    1M, 5M and 20M lines; ~45 min on 2 cores, most of it the 20M point's generating, producing

@@ -70,17 +70,18 @@ def own_database(stack: Settings, prefix: str) -> Iterator[Settings]:
             conn.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(name)))
 
 
-FAULT_APPLY_S = 24.0
-"""How long an apply with faults takes (its rate follows): long enough that both faults,
-and Connect's start between them, land in its middle."""
+FAULT_APPLY_S = 30.0
+"""How long an apply with faults takes (its rate follows): long enough that both faults land
+in its middle, one after the other."""
 
 
 def apply_profiles_through_faults(stack: Settings, settings: Settings, path: Path) -> None:
-    """`lk profiles apply --rate` of a workload's profiles (a user's process) while, a third of
-    the way in, Kafka Connect is killed (SIGKILL) and started again and, two thirds of the way
-    in, Postgres restarts; then waited for until every change is in the topic. The capture
-    resumes from Connect's last committed offset (a change may come twice) and from the slot
-    (none is lost), and the application connects again."""
+    """`lk profiles apply --rate` of a workload's profiles (a user's process) while, a quarter
+    of the way in, Kafka Connect is killed (SIGKILL) and started again and, once it captures
+    again and two thirds of the way in, Postgres restarts; then waited for until every change
+    is in the topic. The capture resumes from Connect's last committed offset (a change may
+    come twice) and from the slot (none is lost); the application connects again; Debezium
+    restarts its task itself after the database went away."""
     import os
     import signal
     import subprocess
@@ -91,6 +92,7 @@ def apply_profiles_through_faults(stack: Settings, settings: Settings, path: Pat
     from core.cdc.table import read_changes
     from infra.stack.connect import KafkaConnect
     from infra.stack.postgres import Postgres
+    from infra.stack.process import wait_until
 
     since = log_end(settings)
     changes, _ = read_changes(path)
@@ -105,12 +107,17 @@ def apply_profiles_through_faults(stack: Settings, settings: Settings, path: Pat
         text=True,
     )
     started = time.monotonic()
-    time.sleep(FAULT_APPLY_S / 3)
+    time.sleep(FAULT_APPLY_S / 4)
     connect = KafkaConnect(stack)
     pid = connect.process.pid()
     assert pid is not None, "the stack's Kafka Connect is not running"
     os.kill(pid, signal.SIGKILL)
+    assert wait_until(lambda: connect.process.pid() is None, 30, interval_s=0.1)
+    held = sum(log_end(settings).values())
     connect.up()
+    # Capturing again (the apply goes on writing), before the second fault: two faults at
+    # once are another test.
+    assert wait_until(lambda: sum(log_end(settings).values()) > held, 60, interval_s=0.2)
     time.sleep(max(0.0, started + 2 * FAULT_APPLY_S / 3 - time.monotonic()))
     postgres = Postgres(stack)
     postgres.stop()
