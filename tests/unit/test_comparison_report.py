@@ -763,7 +763,8 @@ def test_the_json_carries_both_joins_and_the_old_field(
     written: tuple[ComparisonRun, Path, Path],
 ) -> None:
     data = json.loads(written[2].read_text())
-    assert data["schema"] == 4
+    assert data["schema"] == 5
+    assert data["segment_move"]["expected_moved_cents"] == {"lambda": 912_345, "kappa": 912_345}
     compaction = data["compaction"]
     assert compaction["rows_differing"] == {"lambda": 0, "kappa": 14}  # schema 2's readers
     assert compaction["rows_differing_by_view"] == {
