@@ -87,6 +87,11 @@ _UPSERT = (
 )
 
 
+def upsert(conn: psycopg.Connection, change: ProfileChange) -> None:
+    """A profile version written, in the caller's transaction."""
+    conn.execute(_UPSERT, (change.user_id, change.segment, change.updated_ts))
+
+
 def users(conn: psycopg.Connection) -> set[str]:
     return {row[0] for row in conn.execute(f"select user_id from {TABLE}")}
 
@@ -101,7 +106,7 @@ def write(conn: psycopg.Connection, change: ProfileChange) -> None:
             )
             conn.execute(f"delete from {TABLE} where user_id = %s", (change.user_id,))
         else:
-            conn.execute(_UPSERT, (change.user_id, change.segment, change.updated_ts))
+            upsert(conn, change)
 
 
 def apply_all(
@@ -156,4 +161,4 @@ def write_batch(settings: Settings, changes: Sequence[ProfileChange]) -> None:
         raise ProfileTableError("a batch holds segment changes, not deletes")
     with app_connection(settings) as conn, conn.transaction():
         for change in changes:
-            conn.execute(_UPSERT, (change.user_id, change.segment, change.updated_ts))
+            upsert(conn, change)

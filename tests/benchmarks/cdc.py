@@ -23,15 +23,11 @@ from typing import Any
 import psutil
 
 from core.cdc import capture
-from core.cdc.table import app_connection
+from core.cdc.table import app_connection, upsert
+from core.events import ProfileChange
 from core.settings import Settings
 from infra.stack.connect import KafkaConnect
 
-_UPSERT = (
-    "insert into profiles (user_id, segment, updated_ts) values (%s, %s, %s)"
-    " on conflict (user_id) do update set segment = excluded.segment,"
-    " updated_ts = excluded.updated_ts"
-)
 SEGMENTS = ("free", "trial", "pro", "enterprise")
 
 
@@ -70,7 +66,7 @@ def _write(
             with conn.transaction():
                 for user in keys[start : start + per_transaction]:
                     ts = time.time_ns() // 1_000_000
-                    conn.execute(_UPSERT, (user, rng.choice(SEGMENTS), ts))
+                    upsert(conn, ProfileChange(user, rng.choice(SEGMENTS), ts))
                     written.append((user, ts))
             now = time.time()
             committed.update(dict.fromkeys(written, now))
