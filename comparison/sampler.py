@@ -31,14 +31,21 @@ ARCHITECTURES = ("lambda", "kappa")
 PROGRESS_POLL_S = 0.5
 
 
+def _rows(conn: Any, architecture: str, view: str) -> tuple[list[dict[str, Any]], Any]:
+    rows, meta = read_view(conn, parse_view_query(view, [], architecture))  # type: ignore[arg-type]
+    return [dict(r) for r in rows], meta
+
+
 def served(settings: Settings, architecture: str) -> dict[str, tuple[list[dict[str, Any]], Any]]:
     """Every view of `architecture` as the serving layer answers it: view → (rows, meta)."""
-    answers = {}
     with connect(settings) as conn:
-        for view in VIEW_NAMES:
-            rows, meta = read_view(conn, parse_view_query(view, [], architecture))  # type: ignore[arg-type]
-            answers[view] = ([dict(r) for r in rows], meta)
-    return answers
+        return {view: _rows(conn, architecture, view) for view in VIEW_NAMES}
+
+
+def served_view(settings: Settings, architecture: str, view: str) -> list[dict[str, Any]]:
+    """One view's rows, as the serving layer answers them."""
+    with connect(settings) as conn:
+        return _rows(conn, architecture, view)[0]
 
 
 class Visibility:

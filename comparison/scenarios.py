@@ -32,7 +32,7 @@ from comparison.figures import (
     SegmentMove,
     Warmup,
 )
-from comparison.sampler import ARCHITECTURES, served
+from comparison.sampler import ARCHITECTURES, served, served_view
 from comparison.version_change import bug_and_fix, deploy, logic_change, require
 from core.cdc.publish import publish_profiles
 from core.cdc.table import write_batch
@@ -45,8 +45,6 @@ from core.settings import Settings
 from core.store import realtime, state, versions
 from core.store.connection import connect
 from core.store.streams import archiver_stream
-from serving.filters import parse_view_query
-from serving.repository import read_view
 
 SCENARIOS = ("steady", "late", "logic-change", "bug-and-fix", "segment-move", "compaction")
 
@@ -302,19 +300,19 @@ def segment_move(ctx: Context) -> None:
         visible: dict[str, float | None] = dict.fromkeys(ARCHITECTURES)
         while None in visible.values() and time.monotonic() - committed < SEGMENT_MOVE_TIMEOUT_S:
             for a in [a for a, seen in visible.items() if seen is None]:
-                row = _segment_row(_served_view(settings, a, "segment_totals"), segment)
+                row = _segment_row(served_view(settings, a, "segment_totals"), segment)
                 wanted = expected_users[a]
                 if row is not None and wanted is not None and row["users"] == wanted["users"]:
                     visible[a] = time.monotonic() - committed
             time.sleep(POLL_S)
         served_totals = {
-            a: _segment_row(_served_view(settings, a, "segment_totals"), segment)
+            a: _segment_row(served_view(settings, a, "segment_totals"), segment)
             for a in ARCHITECTURES
         }
         as_of = {
             a: sum(
                 r["revenue_cents"]
-                for r in _served_view(settings, a, AS_OF_JOIN)
+                for r in served_view(settings, a, AS_OF_JOIN)
                 if r["segment"] == segment
             )
             for a in ARCHITECTURES
@@ -357,12 +355,6 @@ def _users_with_orders(ctx: Context, most: int) -> list[str]:
             ordering.add(event.user_id)
     profiled = {u for u, c in latest.items() if not c.is_tombstone}
     return sorted(ordering & profiled)[:most]
-
-
-def _served_view(settings: Settings, architecture: str, view: str) -> list[dict[str, Any]]:
-    with connect(settings) as conn:
-        rows, _ = read_view(conn, parse_view_query(view, [], architecture))  # type: ignore[arg-type]
-    return [dict(r) for r in rows]
 
 
 def _segment_row(rows: list[dict[str, Any]], segment: str) -> dict[str, Any] | None:
