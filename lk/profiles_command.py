@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from core.cdc.arrival import log_end, wait_captured
+from core.cdc.arrival import profiles_end, wait_captured
 from core.cdc.table import ProfileTableError, apply_all, read_changes
 from core.events import ProfileChange
 from core.settings import Settings
@@ -52,7 +52,7 @@ def _apply(
         click.echo("no change to apply")
         return
     started = time.monotonic()
-    since = None if no_wait else log_end(settings)
+    since = None if no_wait else profiles_end(settings)
     try:
         reconnects = apply_all(settings, changes, where, rate)
         again = (

@@ -1,6 +1,6 @@
 """Waiting until changes written to the user table are in the `profiles` topic.
 
-The caller notes the topic's end before it writes (`log_end`), then waits for the last change
+The caller notes the topic's end before it writes (`profiles_end`), then waits for the last change
 of each partition it wrote to: the connector keeps each partition in commit order, so once the
 last change of a partition is there, every change before it is too. Watching the topic, not
 the slot: the slot's confirmed position follows Debezium's offset commits, seconds after the
@@ -21,7 +21,7 @@ class NotCapturedError(TimeoutError):
     """A change did not reach the topic in time; one line for users."""
 
 
-def log_end(settings: Settings) -> dict[int, int]:
+def profiles_end(settings: Settings) -> dict[int, int]:
     """The `profiles` topic's end offset per partition, now."""
     return {p: high for p, (_, high) in end_offsets(settings, settings.profiles_topic).items()}
 

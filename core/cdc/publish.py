@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.cdc.arrival import log_end, wait_captured
+from core.cdc.arrival import profiles_end, wait_captured
 from core.cdc.table import apply_all, read_changes
 from core.kafka_io import produce_file
 from core.settings import Settings
@@ -18,7 +18,7 @@ def publish_profiles(settings: Settings, path: Path, rate: float | None = None) 
         produce_file(settings, path, settings.profiles_topic)
         return f"produced into '{settings.profiles_topic}'"
     changes, where = read_changes(path)
-    since = log_end(settings)
+    since = profiles_end(settings)
     apply_all(settings, changes, where, rate)
     waited = wait_captured(settings, since, changes)
     return (

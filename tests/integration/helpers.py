@@ -88,13 +88,13 @@ def apply_profiles_through_faults(stack: Settings, settings: Settings, path: Pat
     import sys
     import time
 
-    from core.cdc.arrival import log_end, wait_captured
+    from core.cdc.arrival import profiles_end, wait_captured
     from core.cdc.table import read_changes
     from infra.stack.connect import KafkaConnect
     from infra.stack.postgres import Postgres
     from infra.stack.process import wait_until
 
-    since = log_end(settings)
+    since = profiles_end(settings)
     changes, _ = read_changes(path)
     lk = Path(sys.executable).with_name("lk")
     rate = len(changes) / FAULT_APPLY_S
@@ -113,11 +113,11 @@ def apply_profiles_through_faults(stack: Settings, settings: Settings, path: Pat
     assert pid is not None, "the stack's Kafka Connect is not running"
     os.kill(pid, signal.SIGKILL)
     assert wait_until(lambda: connect.process.pid() is None, 30, interval_s=0.1)
-    held = sum(log_end(settings).values())
+    held = sum(profiles_end(settings).values())
     connect.up()
     # Capturing again (the apply goes on writing), before the second fault: two faults at
     # once are another test.
-    assert wait_until(lambda: sum(log_end(settings).values()) > held, 60, interval_s=0.2)
+    assert wait_until(lambda: sum(profiles_end(settings).values()) > held, 60, interval_s=0.2)
     time.sleep(max(0.0, started + 2 * FAULT_APPLY_S / 3 - time.monotonic()))
     postgres = Postgres(stack)
     postgres.stop()
