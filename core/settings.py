@@ -114,8 +114,8 @@ class Settings(BaseSettings):
     # Postgres (not the serving store), written by `lk profiles` as the application's role and
     # read by Debezium's Postgres connector on Kafka Connect into `profiles_topic`
     # (core/cdc, docs/CONTRACT.md §2).
-    # Off: no Kafka Connect runs (the chart, until it runs one), and the comparison and the
-    # demo produce profiles straight into the topic (`core.cdc.publish`).
+    # Off: no Kafka Connect runs, and the comparison and the demo produce profiles straight
+    # into the topic (`core.cdc.publish`).
     cdc_enabled: bool = True
     app_db: str = "app"
     app_postgres_user: str = "lk_app"
@@ -125,6 +125,9 @@ class Settings(BaseSettings):
     cdc_connector: str = "lk-profiles"
     cdc_slot: str = "lk_profiles"
     cdc_publication: str = "lk_profiles"
+    # Keys of Debezium's connector configuration set over `core.cdc.connector_config`'s (the
+    # chart's `connect.connector.config`, as JSON in LK_CDC_CONNECTOR_CONFIG).
+    cdc_connector_config: dict[str, str] = Field(default_factory=dict)
     # Debezium's heartbeat: a write to the app database's heartbeat table this often, so the
     # slot's confirmed position moves on while the captured table is idle and other databases
     # of the server write WAL (else the slot holds that WAL: docs/design/cdc.md).

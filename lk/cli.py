@@ -19,6 +19,7 @@ from core import workload
 from core.kafka_io import ProduceReport, produce_file
 from core.settings import Settings, get_settings
 from lk import (
+    cdc_command,
     cluster_commands,
     demo,
     dq_command,
@@ -194,6 +195,7 @@ cli.add_command(demo.demo)
 cli.add_command(demo.compare)
 cli.add_command(drain_command.drain)
 cli.add_command(profiles_command.profiles)
+cli.add_command(cdc_command.cdc)
 cli.add_command(dq_command.dq)
 cli.add_command(step_commands.step)
 

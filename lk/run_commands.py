@@ -17,6 +17,7 @@ import click
 from batch_layer.errors import BatchError
 from core import metrics_server
 from core.catalog import LOGIC_VERSIONS
+from core.cdc.provision import ensure_app_side
 from core.provision import missing, provision_all
 from core.settings import Architecture, Settings
 from core.spark import install_heartbeat
@@ -86,6 +87,9 @@ def init(settings: Settings, check: bool, serving: bool) -> None:
         return
     for line in provision_all(settings):
         click.echo(line)
+    if settings.cdc_enabled:
+        ensure_app_side(settings)
+        click.echo(f"application database {settings.app_db} ready for change data capture")
     click.echo(f"ready for architecture {settings.architecture.value}")
 
 

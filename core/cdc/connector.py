@@ -1,7 +1,8 @@
 """The Debezium connector that captures `profiles`, through Kafka Connect's REST API.
 
 `connector_config` is the one place its configuration is written: `lk stack up` registers it,
-the chart renders it from the same function's output (a value users may override).
+and so does the chart's Connect pod (`lk cdc register --watch`), with the keys of the value
+`connect.connector.config` set over it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ class ConnectError(RuntimeError):
 
 def connector_config(settings: Settings) -> dict[str, str]:
     s = settings
+    return {**_defaults(s), **s.cdc_connector_config}
+
+
+def _defaults(s: Settings) -> dict[str, str]:
     return {
         "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
         "tasks.max": "1",  # one slot streams one table's changes in commit order
@@ -93,6 +98,16 @@ def states(settings: Settings) -> tuple[str, list[str]] | None:
     return status["connector"]["state"], tasks
 
 
+def is_running(found: tuple[str, list[str]] | None) -> bool:
+    """Whether `states`' answer is a connector and every task of it running."""
+    return (
+        found is not None
+        and found[0] == RUNNING
+        and bool(found[1])
+        and all(task == RUNNING for task in found[1])
+    )
+
+
 def failure(settings: Settings) -> str | None:
     """The first line of a failed task's trace, if one failed."""
     with _client(settings) as client:
@@ -113,7 +128,7 @@ def wait_running(settings: Settings, timeout_s: float | None = None) -> None:
             if "FAILED" in last[1] or last[0] == "FAILED":
                 reason = failure(settings)
                 raise ConnectError(f"connector {settings.cdc_connector} failed: {reason}")
-            if last[0] == RUNNING and last[1] and all(t == RUNNING for t in last[1]):
+            if is_running(last):
                 return
         time.sleep(0.3)
     raise ConnectError(f"connector {settings.cdc_connector} is not running: {last}")

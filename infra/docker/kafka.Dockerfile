@@ -3,6 +3,10 @@
 # resolved by Maven from infra/maven/kafka-broker.pom.xml (the classpath `lk stack up` runs).
 # No entrypoint conventions: the chart renders server.properties and runs the storage format
 # and the broker (`java -cp '/opt/kafka/libs/*' kafka.Kafka /etc/kafka/server.properties`).
+# The same image runs Kafka Connect (the chart's connect Deployment): the worker's classpath at
+# /opt/connect/libs (infra/maven/kafka-connect.pom.xml) and its plugin.path /opt/connect/plugins:
+# Debezium's Postgres connector (infra/maven/debezium-postgres.pom.xml) and the project's
+# transform (infra/connect/smt, compiled here as `lk stack up` compiles it, infra/stack/artifacts.py).
 # Also Prometheus's JMX exporter javaagent (infra/maven/jmx-exporter.pom.xml), apart from the
 # broker's classpath at /opt/jmx-exporter/jmx_prometheus_javaagent.jar: the chart adds
 # `-javaagent:` with its config when metrics are on.
@@ -24,7 +28,7 @@ RUN apt-get update \
 FROM runtime AS jars
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends maven \
+ && apt-get install -y --no-install-recommends maven openjdk-17-jdk-headless \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY infra/maven/kafka-broker.pom.xml pom.xml
@@ -33,6 +37,17 @@ RUN mvn -B -q -f pom.xml dependency:copy-dependencies \
 COPY infra/maven/jmx-exporter.pom.xml jmx-exporter.pom.xml
 RUN mvn -B -q -f jmx-exporter.pom.xml dependency:copy-dependencies \
       -DoutputDirectory=/opt/jmx-exporter -DincludeScope=runtime -Dmdep.stripVersion=true
+COPY infra/maven/kafka-connect.pom.xml kafka-connect.pom.xml
+RUN mvn -B -q -f kafka-connect.pom.xml dependency:copy-dependencies \
+      -DoutputDirectory=/opt/connect/libs -DincludeScope=runtime
+COPY infra/maven/debezium-postgres.pom.xml debezium-postgres.pom.xml
+RUN mvn -B -q -f debezium-postgres.pom.xml dependency:copy-dependencies \
+      -DoutputDirectory=/opt/connect/plugins/debezium-postgres -DincludeScope=runtime
+COPY infra/connect/smt/src smt
+RUN mkdir -p smt-classes /opt/connect/plugins/lk-profile-change \
+ && javac --release 17 -cp '/opt/connect/libs/*' -d smt-classes $(find smt -name '*.java') \
+ && cp -r smt/META-INF smt-classes/ \
+ && jar --create --file /opt/connect/plugins/lk-profile-change/lk-profile-change.jar -C smt-classes .
 
 # ---- the image ----------------------------------------------------------------------------------
 FROM runtime
@@ -43,6 +58,7 @@ RUN groupadd --gid 1000 kafka \
  && chown -R 1000:1000 /var/lib/kafka
 COPY --from=jars /opt/kafka/libs /opt/kafka/libs
 COPY --from=jars /opt/jmx-exporter /opt/jmx-exporter
+COPY --from=jars /opt/connect /opt/connect
 USER 1000:1000
 WORKDIR /var/lib/kafka
 # The chart gives the full command; this default needs /etc/kafka/server.properties.

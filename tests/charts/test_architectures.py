@@ -33,6 +33,7 @@ ALWAYS = {
     "airflow-triggerer",
     "spark-history",
     "statsd-exporter",  # Airflow's metrics (metrics.enabled, the default)
+    "connect",  # change data capture (connect.enabled, the default)
 }
 
 
@@ -355,7 +356,7 @@ def test_pods_exec_should_be_granted_only_for_the_xcom_sidecar(value_set: str) -
         assert with_exec == {}
 
 
-INDEPENDENT = ("kafka", "minio", "postgres", "statsd-exporter")
+INDEPENDENT = ("kafka", "connect", "minio", "postgres", "statsd-exporter")
 """Components whose pods are the same in every architecture."""
 
 

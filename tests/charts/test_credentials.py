@@ -29,6 +29,8 @@ SECRET_KEYS = {
     "postgres-password",
     "serving-postgres-password",
     "monitoring-postgres-password",
+    "app-postgres-password",  # change data capture: the application's login
+    "cdc-postgres-password",  # and the connector's
     "airflow-db-password",
     "airflow-admin-password",
     "airflow-fernet-key",

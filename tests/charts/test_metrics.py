@@ -40,6 +40,7 @@ TARGETS: dict[str, tuple[str, int, str]] = {
     "kappa-stream": ("metrics", 9108, "/metrics"),
     "serving": ("http", 8000, "/metrics"),
     "kafka": ("metrics", 9404, "/metrics"),
+    "connect": ("metrics", 9404, "/metrics"),
     "minio": ("s3", 9000, "/minio/v2/metrics/cluster"),
     "postgres": ("metrics", 9187, "/metrics"),
     "statsd-exporter": ("metrics", 9102, "/metrics"),
@@ -90,9 +91,9 @@ def _expected_targets(rendered: Rendered) -> set[str]:
         expected |= {"archiver", "speed-layer"}
     if values["architecture"] in ("kappa", "both"):
         expected.add("kappa-stream")
-    for store in ("kafka", "minio", "postgres"):
-        if values[store]["enabled"]:
-            expected.add(store)
+    for service in ("kafka", "connect", "minio", "postgres"):
+        if values[service]["enabled"]:
+            expected.add(service)
     if values["airflow"]["enabled"]:
         expected.add("statsd-exporter")
     return expected
@@ -224,6 +225,52 @@ class TestKafka:
         assert "checksum/metrics" in default
 
 
+class TestConnect:
+    def test_worker_should_run_the_jmx_exporter_agent_on_its_metrics_port(self) -> None:
+        connect = _workload(render_set("defaults"), "connect")
+        worker = _container(connect, "connect")
+        agents = [a for a in worker["command"] if a.startswith("-javaagent:")]
+        assert agents == [
+            "-javaagent:/opt/jmx-exporter/jmx_prometheus_javaagent.jar"
+            "=9404:/etc/connect-metrics/jmx-exporter.yaml"
+        ]
+        main_class = "org.apache.kafka.connect.cli.ConnectDistributed"
+        assert worker["command"].index(agents[0]) < worker["command"].index(main_class)
+        mounts = {m["mountPath"]: m["name"] for m in worker["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod_spec(connect)["volumes"]}
+        assert volumes[mounts["/etc/connect-metrics"]]["configMap"]["name"] == (
+            "lk-connect-metrics"
+        )
+        assert "checksum/metrics" in pod_metadata(connect)["annotations"]
+
+    def test_exporter_should_read_only_the_mbeans_it_exports(self) -> None:
+        config = yaml.safe_load(
+            render_set("defaults").named("ConfigMap", "lk-connect-metrics")["data"][
+                "jmx-exporter.yaml"
+            ]
+        )
+        included = config["includeObjectNames"]
+        assert included and all(not name.startswith("*") for name in included)
+        assert {name.split(":")[0] for name in included} == {"kafka.connect", "debezium.postgres"}
+        names = {rule["name"] for rule in config["rules"]}
+        for wanted in (
+            "kafka_connect_worker_connector_tasks",  # tasks by state: the alert's
+            "kafka_connect_source_task_records_$3_total",  # records polled and written
+            "debezium_streaming_connected",
+            "debezium_streaming_milliseconds_behind_source",
+        ):
+            assert wanted in names
+        (tasks,) = [
+            r for r in config["rules"] if r["name"] == "kafka_connect_worker_connector_tasks"
+        ]
+        assert set(tasks["labels"]) == {"connector", "state"}
+
+    def test_connect_enabled_false_should_leave_no_target(self) -> None:
+        rendered = render({"connect": {"enabled": False}})
+        assert "connect" not in _scraped(rendered)
+        assert not [o for o in rendered.objects if o["metadata"]["name"] == "lk-connect-metrics"]
+
+
 class TestMinio:
     def test_should_serve_its_cluster_metrics_without_a_token(self) -> None:
         minio = _container(_workload(render_set("defaults"), "minio"), "minio")
@@ -260,7 +307,11 @@ class TestPostgres:
         assert "--file=/opt/lk/postgres/monitoring.sql" in start
         # After the first-start block and before the server: on every start.
         assert start.index("monitoring.sql") > start.index("cluster initialized")
-        assert start.rstrip().endswith("exec postgres -D \"$PGDATA\" -c listen_addresses='*'")
+        lines = start.rstrip().splitlines()
+        (last,) = [n for n, line in enumerate(lines) if line.startswith("exec postgres")]
+        assert lines[last].startswith("exec postgres -D \"$PGDATA\" -c listen_addresses='*'")
+        # The server is the script's last command (its options continued over lines).
+        assert all(line.endswith("\\") for line in lines[last:-1])
         sql = scripts["monitoring.sql"]
         assert 'GRANT pg_monitor TO :"user";' in sql
         assert "PASSWORD :'pw'" in sql and "NOSUPERUSER" in sql
@@ -269,6 +320,31 @@ class TestPostgres:
         assert server["MONITORING_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == (
             "monitoring-postgres-password"
         )
+
+    def test_exporter_should_export_the_replication_slots_retained_wal(
+        self, rendered: Rendered
+    ) -> None:
+        """The extra query (--extend.query-path) behind the dashboard's change data capture row
+        and the alert LambdaKappaReplicationSlotWalHigh: postgres_exporter names each value
+        column <query>_<column> and keeps the LABEL columns as labels."""
+        scripts = rendered.named("ConfigMap", "lk-postgres-scripts")["data"]
+        queries = yaml.safe_load(scripts["queries.yaml"])
+        columns = {
+            f"{query}_{column}": usage["usage"]
+            for query, spec in queries.items()
+            for metric in spec["metrics"]
+            for column, usage in metric.items()
+        }
+        assert columns["pg_replication_slot_retained_bytes"] == "GAUGE"
+        assert columns["pg_replication_slot_active"] == "GAUGE"
+        assert columns["pg_replication_slot_slot_name"] == "LABEL"
+        exporter = _container(_workload(rendered, "postgres"), "exporter")
+        (flag,) = [a for a in exporter["args"] if a.startswith("--extend.query-path=")]
+        mounts = {m["mountPath"]: m["name"] for m in exporter["volumeMounts"]}
+        path = flag.split("=", 1)[1]
+        assert path.rsplit("/", 1) == ["/opt/lk/postgres", "queries.yaml"]
+        volumes = {v["name"]: v for v in pod_spec(_workload(rendered, "postgres"))["volumes"]}
+        assert volumes[mounts["/opt/lk/postgres"]]["configMap"]["name"] == "lk-postgres-scripts"
 
     def test_image_should_carry_debian_s_exporter(self) -> None:
         dockerfile = (ROOT / "infra" / "docker" / "postgres.Dockerfile").read_text()
@@ -446,7 +522,8 @@ class TestMetricsDisabled:
         assert _scraped(rendered) == {}
         assert rendered.of_kind(*MONITOR_KINDS) == []
         assert rendered.by_component("Deployment", "statsd-exporter") == []
-        assert [o for o in rendered.objects if o["metadata"]["name"] == "lk-kafka-metrics"] == []
+        for name in ("lk-kafka-metrics", "lk-connect-metrics"):
+            assert [o for o in rendered.objects if o["metadata"]["name"] == name] == []
         for obj in rendered.of_kind(*WORKLOAD_KINDS):
             for c in containers(obj):
                 assert c["name"] != "exporter"

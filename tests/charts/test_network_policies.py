@@ -112,10 +112,14 @@ def _expected_clients(value_set: str) -> dict[str, set[str]]:
     if values["airflow"]["enabled"] and values["airflow"]["remoteLogging"]["enabled"]:
         logs = {"airflow-api-server", "airflow-dag-processor", "airflow-triggerer"}
     history = {"spark-history"} if values["sparkHistory"]["enabled"] else set()  # event logs
+    # Kafka Connect reads Postgres's slot into Kafka; the application (the producers) writes
+    # its user table.
+    capture = {"connect"} if values["connect"]["enabled"] else set()
+    application = {"producer"} if capture else set()
     return {
-        "kafka": kafka | {"producer"},
+        "kafka": kafka | {"producer"} | capture,
         "s3": kafka | {"minio-users"} | logs | history,
-        "postgres": kafka | {"serving"} | AIRFLOW,
+        "postgres": kafka | {"serving"} | AIRFLOW | capture | application,
     }
 
 
@@ -150,7 +154,7 @@ class TestStores:
                     assert set(peer) == {"podSelector"}  # this namespace, no ipBlock
                     labels = peer["podSelector"]["matchLabels"]
                     if labels == PRODUCER:
-                        assert policy["metadata"]["name"] == "lk-kafka"
+                        assert policy["metadata"]["name"] in ("lk-kafka", "lk-postgres")
                     elif labels["app.kubernetes.io/component"] == STEP_POD:
                         assert _matches(labels, _step_pod_labels(rendered))
                     else:
@@ -176,6 +180,16 @@ class TestWhatEachPodServes:
         rendered = render_set("both")
         assert _peers(rendered, "serving") == {"http": {"*"}}
         assert _peers(rendered, "airflow-api-server") == {"api": {"*"}}
+
+    def test_connect_rest_port_should_admit_the_comparison_only(self) -> None:
+        """The REST port creates connectors (reads any table the connector's login may): the
+        release's is registered from inside the pod; only the comparison Job registers its
+        run's own."""
+        assert _peers(render_set("both"), "connect") == {
+            "rest": {"comparison"},
+            "metrics": {SCRAPER},
+        }
+        assert _peers(render_set("defaults"), "connect") == {"metrics": {SCRAPER}}
 
     def test_airflow_logs_should_be_read_by_the_api_server_only(self) -> None:
         rendered = render_set("both")

@@ -138,7 +138,8 @@ class TestPostgres:
         assert "host all all 0.0.0.0/0 scram-sha-256" in script
         assert "--file=/opt/lk/postgres/init.sql" in script
         assert 'mv "$staging" "$PGDATA"' in script
-        assert script.rstrip().endswith("exec postgres -D \"$PGDATA\" -c listen_addresses='*'")
+        assert "exec postgres -D \"$PGDATA\" -c listen_addresses='*' -c wal_level=logical" in script
+        assert script.rstrip().endswith('-c max_slot_wal_keep_size="1GB"')  # exec's last line
         assert 'POSTGRES_PASSWORD" psql' in script  # never in the ConfigMap itself
 
     def test_init_sql_should_create_both_databases_without_a_password_in_it(self) -> None:

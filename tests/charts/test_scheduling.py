@@ -28,6 +28,7 @@ from tests.charts.chart_utils import (
 # Each workload's component label -> its values key (a dotted path).
 COMPONENT_VALUES = {
     "kafka": "kafka",
+    "connect": "connect",
     "minio": "minio",
     "minio-users": "minio.usersJob",
     "postgres": "postgres",

@@ -26,11 +26,11 @@ from tests.charts.chart_utils import (
 )
 
 NO_PROBE_REASON = "lambda-kappa.io/no-probe-reason"
-# The kind node (infra/kind/cluster.yaml) has 4 CPUs and 8 GiB; kind's control plane, CoreDNS
+# The kind node (infra/kind/cluster.yaml) has 4 CPUs and 9 GiB; kind's control plane, CoreDNS
 # and kindnet ask about 1 CPU and 300 MiB of it, and the kubelet keeps some memory (its
-# eviction threshold, 100 MiB): 7.5 GiB of requests leave it about 200 MiB more.
+# eviction threshold, 100 MiB): 8.5 GiB of requests leave it about 200 MiB more.
 BUDGET_MILLICPU = 3000
-BUDGET_MIB = 7.5 * 1024
+BUDGET_MIB = 8.5 * 1024
 
 # Memory quantity suffixes of Kubernetes, in MiB (a bare number is bytes).
 _K8S_MIB = {

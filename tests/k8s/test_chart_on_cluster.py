@@ -426,7 +426,7 @@ def test_kappa_reprocess_clicked_in_the_ui_switches_readers_atomically(
 
 # -- observability: metrics, dashboard, Spark's history, task logs, Data Docs -------------------
 
-SCRAPED = {"kafka", "minio", "postgres", "serving", "statsd-exporter"}
+SCRAPED = {"kafka", "connect", "minio", "postgres", "serving", "statsd-exporter"}
 """Components every architecture's release exports metrics from; the streams' by architecture."""
 STREAMS = {"lambda": {"archiver", "speed-layer"}, "kappa": {"kappa-stream"}}
 HISTORY = f"svc/{RELEASE}-spark-history"

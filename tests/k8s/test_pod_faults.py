@@ -1,6 +1,7 @@
 """Pod-level faults on the cluster, while both architectures stream a workload, ending exact.
 
-The faults Kubernetes users meet, on the one release the other tests share: the speed layer's,
+The faults Kubernetes users meet, on the one release the other tests share: Kafka Connect's pod
+deleted while the application writes its user table (change data capture); the speed layer's,
 the Kappa job's and the archiver's pods deleted mid-stream; the Postgres pod (the API answers
 503 meanwhile, never a wrong answer), then the Kafka pod, then the MinIO pod (the API answers
 as if nothing happened); then the node restarted (`lk cluster down` SIGKILLs every container,
@@ -35,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from core.oracle import OracleResult, load_jsonl_values
+from core.oracle import OracleResult, load_jsonl_values, load_profiles_jsonl
 from core.settings import Settings
 from tests.conftest import ROOT, run_lk
 from tests.k8s import workloads
@@ -57,7 +58,9 @@ EVENTS = 1500
 STORES = ("postgres", "kafka", "minio")
 PARTS = 2 + len(STORES)
 """One part before each fault: the streams' pods, each store's, the node."""
-FAULTS = PARTS + 1  # and the chart's batch test's, its driver pod deleted
+FAULTS = PARTS + 2  # and Kafka Connect's, and the chart's batch test's (its driver pod deleted)
+CONNECT_APPLY_S = 30.0
+"""How long the application takes to apply the second workload's profile changes."""
 MID_STREAM_S = 3.0
 """After a part is produced, the fault waits this long: the streams are reading it."""
 BACK_S = 600.0
@@ -129,7 +132,6 @@ def faults(
         # Before any fault: the release is whole and serves the first workload exactly.
         _wait_release_ready(kube, BACK_S)
         wait_until_exact(reader, oracle, EXACT_S)
-        producer.produce(later.profiles, "profiles")  # the user table's changes come first
         try:
             yield state
         finally:
@@ -242,6 +244,33 @@ def _api_answer(reader: ServingReader) -> str:
 
 
 # -- the faults --------------------------------------------------------------------------------
+
+
+def test_connect_deleted_mid_apply_loses_no_change(faults: Faults) -> None:
+    """The application writes the second workload's profile changes into its user table (`lk
+    profiles apply`, a transaction each, first: a user's segment is known before their first
+    order), and a third of the way in Kafka Connect's pod is deleted. The new pod resumes from
+    the worker's last committed offset (a change may come twice, which changes no view) and
+    the replication slot kept every change since (none is lost): the apply returns once every
+    change is in `profiles`."""
+    kube = faults.kube
+    outcome = Outcome("Kafka Connect (change data capture)", "pod deleted mid `lk profiles apply`")
+    faults.outcomes.append(outcome)
+    before = _restarts(kube)
+    old = _uids(kube, "connect")
+    assert old, "no Kafka Connect pod"
+    changes = len(load_profiles_jsonl(faults.later.profiles))
+    apply = faults.producer.apply_profiles(faults.later.profiles, changes / CONNECT_APPLY_S)
+    time.sleep(CONNECT_APPLY_S / 3)
+    started = time.monotonic()
+    _delete(kube, f"{COMPONENT}=connect")
+    back = wait_for("a new Kafka Connect pod Ready", _replaced(kube, "connect", old), BACK_S)
+    _, err = apply.communicate(timeout=BACK_S + 120)
+    assert apply.returncode == 0, err
+    captured = time.monotonic() - started
+    outcome.back = f"pod Ready {back:.0f} s, every change in the topic {captured:.0f} s"
+    faults.until_exact(outcome, started)
+    outcome.restarted = _restarted(before, _restarts(kube))
 
 
 def test_the_streams_pods_deleted_mid_stream_come_back_exact(faults: Faults) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,6 +125,7 @@ class ProducerPod:
         serving = self.kube.get("deployment", f"{RELEASE}-serving")
         spec = serving["spec"]["template"]["spec"]
         container = spec["containers"][0]
+        env = container.get("env", [])
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -140,7 +142,7 @@ class ProducerPod:
                         "image": container["image"],
                         "imagePullPolicy": "IfNotPresent",
                         "command": ["sleep", "3600"],
-                        "env": container.get("env", []),
+                        "env": [*env, *self.application_env(env)],
                         "securityContext": container.get("securityContext", {}),
                         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
                     }
@@ -148,6 +150,21 @@ class ProducerPod:
                 "volumes": [{"name": "tmp", "emptyDir": {}}],
             },
         }
+
+    @staticmethod
+    def application_env(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The application's login to its database (`lk profiles`), from the release's Secret,
+        which the serving pod, whose variables `env` are, does not have."""
+        refs = (e.get("valueFrom", {}).get("secretKeyRef") for e in env)
+        secret = next(ref["name"] for ref in refs if ref)
+        return [
+            {
+                "name": "LK_APP_POSTGRES_PASSWORD",
+                "valueFrom": {"secretKeyRef": {"name": secret, "key": "app-postgres-password"}},
+            },
+            # A Connect pod deleted mid-apply is back within minutes, not the default minute.
+            {"name": "LK_CDC_WAIT_TIMEOUT_S", "value": "600"},
+        ]
 
     def __enter__(self) -> ProducerPod:
         # A pod left by an interrupted run would be restarted by `apply`, under the exec below.
@@ -173,6 +190,19 @@ class ProducerPod:
             "exec", self.name, "--", "lk", "produce", "--file", remote, "--topic", topic,
             timeout=300,
         )  # fmt: skip
+
+    def apply_profiles(self, path: Path, rate: float) -> subprocess.Popen[str]:
+        """`lk profiles apply --file` of `path` at `rate` changes/s, the application writing its
+        user table, in the background: it returns once every change is in `profiles`."""
+        remote = f"/tmp/{path.name}"
+        self.kube.kubectl("cp", str(path), f"{self.name}:{remote}", timeout=120)
+        argv = [
+            self.kube.kubectl_bin, "--namespace", self.kube.namespace, "exec", self.name, "--",
+            "lk", "profiles", "apply", "--file", remote, "--rate", f"{rate:.3f}",
+        ]  # fmt: skip
+        return subprocess.Popen(
+            argv, env=self.kube.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
 
     def produce_workload(self, produced: Workload) -> None:
         """Its profiles, then its events: a user's segment is known before their first order."""

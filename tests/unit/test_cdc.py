@@ -47,6 +47,16 @@ def test_the_transform_named_in_the_config_is_the_one_the_project_builds() -> No
     assert services.read_text().strip() == TRANSFORM
 
 
+def test_keys_given_over_the_project_config_win_and_come_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The chart's connect.connector.config reaches `lk cdc register` as JSON."""
+    monkeypatch.setenv("LK_CDC_CONNECTOR_CONFIG", '{"heartbeat.interval.ms": "10000"}')
+    config = connector_config(Settings())
+    assert config["heartbeat.interval.ms"] == "10000"
+    assert config["plugin.name"] == "pgoutput"  # the rest is the project's
+
+
 def test_a_namespace_captures_its_own_table_into_its_own_topic() -> None:
     base = Settings()
     own = base.namespaced("cmp-1a2b")

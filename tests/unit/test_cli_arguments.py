@@ -133,3 +133,13 @@ def test_a_kafka_failure_ends_in_one_line() -> None:
     result = CliRunner().invoke(reading, [])
     assert result.exit_code == 1
     assert result.stderr.strip() == "lk: error: Kafka: Unknown partition"
+
+
+def test_a_kafka_connect_that_does_not_answer_ends_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LK_CONNECT_PORT", "9")  # discard: nothing listens
+    result = CliRunner().invoke(cli, ["cdc", "register", "--timeout", "0.1"])
+    _one_line_failure(result)
+    assert result.exit_code == 1
+    assert "Kafka Connect at http://" in result.stderr and "did not answer" in result.stderr

@@ -120,6 +120,10 @@ seccompProfile:
 {{- if .Values.minio.enabled }}{{ include "lk.componentName" (dict "root" . "component" "minio") }}{{ else }}{{ .Values.minio.externalHost }}{{ end }}
 {{- end }}
 
+{{- define "lk.connectHost" -}}
+{{- include "lk.componentName" (dict "root" . "component" "connect") }}
+{{- end }}
+
 {{- define "lk.postgresHost" -}}
 {{- if .Values.postgres.enabled }}{{ include "lk.componentName" (dict "root" . "component" "postgres") }}{{ else }}{{ .Values.postgres.externalHost }}{{ end }}
 {{- end }}
@@ -335,10 +339,48 @@ Call: (dict "root" $ "sparkDriverMemory" "768m" "minioUser" "archiver" "postgres
   value: {{ $root.Values.stream.statePartitions | int64 | quote }}
 - name: LK_STARTUP_TIMEOUT_S
   value: {{ $root.Values.startupTimeoutSeconds | int64 | quote }}
-{{- /* No Kafka Connect runs in the chart yet: the comparison produces its profiles straight
-into the topic (core/cdc/publish.py). */}}
+{{ include "lk.cdcEnv" (dict "root" $root "postgres" $pg) }}
+{{- end }}
+
+{{/*
+Change data capture's variables (connect.enabled): the application's database and the logins
+of the application and the connector. "postgres" as lk.env's, or "connector": both passwords
+go to the writer only (`lk init` and the comparison create the roles with them), the
+connector's alone to "connector" (the Connect pod's register sidecar, which reaches Connect
+at "connectHost"). Off: the comparison produces its profiles straight into the topic
+(core/cdc/publish.py). Call: (dict "root" $ "postgres" "writer" ["connectHost" "127.0.0.1"])
+*/}}
+{{- define "lk.cdcEnv" -}}
+{{- $root := .root -}}
+{{- $secret := include "lk.credentialsSecret" $root -}}
 - name: LK_CDC_ENABLED
-  value: "false"
+  value: {{ $root.Values.connect.enabled | toString | quote }}
+{{- if $root.Values.connect.enabled }}
+- name: LK_CONNECT_HOST
+  value: {{ .connectHost | default (include "lk.connectHost" $root) | quote }}
+- name: LK_CONNECT_PORT
+  value: {{ $root.Values.connect.port | int64 | quote }}
+- name: LK_APP_DB
+  value: {{ $root.Values.postgres.app.database | quote }}
+- name: LK_APP_POSTGRES_USER
+  value: {{ $root.Values.postgres.app.user | quote }}
+- name: LK_CDC_POSTGRES_USER
+  value: {{ $root.Values.postgres.cdcUser | quote }}
+{{- if eq .postgres "writer" }}
+- name: LK_APP_POSTGRES_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: app-postgres-password
+{{- end }}
+{{- if has .postgres (list "writer" "connector") }}
+- name: LK_CDC_POSTGRES_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: cdc-postgres-password
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*

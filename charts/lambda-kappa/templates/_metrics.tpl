@@ -9,6 +9,7 @@ monitors and the tests all read it:
   archiver, speed-layer, kappa-stream: `lk archive` / `lk stream` (LK_METRICS_PORT), `metrics`
   serving:          the API's own /metrics, on `http` (its Service carries it: a ServiceMonitor)
   kafka:            the JMX exporter javaagent in the broker's JVM, `metrics`
+  connect:          the same javaagent in Kafka Connect's worker, `metrics`
   minio:            MinIO's own endpoint on the S3 port, `s3`, /minio/v2/metrics/cluster
   postgres:         prometheus-postgres-exporter, a sidecar of the Postgres pod, `metrics`
   statsd-exporter:  Airflow's StatsD metrics translated (its Service: a ServiceMonitor)
@@ -46,6 +47,9 @@ port of the same name reaches it). Empty when metrics.enabled is false.
 {{- $targets = append $targets (dict "component" "serving" "port" "http" "number" (.Values.serving.port | int) "path" "/metrics" "via" "service") }}
 {{- if .Values.kafka.enabled }}
 {{- $targets = append $targets (dict "component" "kafka" "port" "metrics" "number" (include "lk.metrics.kafkaPort" . | int) "path" "/metrics" "via" "pod") }}
+{{- end }}
+{{- if .Values.connect.enabled }}
+{{- $targets = append $targets (dict "component" "connect" "port" "metrics" "number" (include "lk.metrics.kafkaPort" . | int) "path" "/metrics" "via" "pod") }}
 {{- end }}
 {{- if .Values.minio.enabled }}
 {{- $targets = append $targets (dict "component" "minio" "port" "s3" "number" (.Values.minio.port | int) "path" "/minio/v2/metrics/cluster" "via" "pod") }}

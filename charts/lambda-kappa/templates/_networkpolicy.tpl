@@ -17,6 +17,9 @@ check reads too (serving checks the store only: `--serving`).
             component (its metadata database), executors (JDBC writes), step pods
   and the comparison's Job (both, comparison.enabled) reaches all three: its own drivers run
   in its pod, on topics, buckets and a database of their own
+  Kafka Connect (connect.enabled) reaches Kafka (its topics, `profiles`) and Postgres (the
+  replication slot); so does the application: networkPolicies.producers reach Postgres too
+  (`lk profiles` writes the user table, the application's database)
 */}}
 {{- define "lk.netpol.storeClients" -}}
 {{- $drivers := list }}
@@ -33,14 +36,16 @@ check reads too (serving checks the store only: `--serving`).
 {{- if include "lk.comparisonEnabled" . }}{{ $comparison = list "comparison" }}{{ end }}
 {{- $history := list }}
 {{- if .Values.sparkHistory.enabled }}{{ $history = list "spark-history" }}{{ end }}
-kafka: {{ concat (list "init") $drivers $spark $comparison | toJson }}
+{{- $connect := list }}
+{{- if .Values.connect.enabled }}{{ $connect = list "connect" }}{{ end }}
+kafka: {{ concat (list "init") $drivers $spark $comparison $connect | toJson }}
 {{- /* Task logs on MinIO: the other Airflow components read (api-server) or write them. */}}
 {{- $logs := list }}
 {{- if include "lk.airflow.remoteLogging" . }}
 {{- $logs = list "airflow-api-server" "airflow-dag-processor" "airflow-triggerer" }}
 {{- end }}
 minio: {{ concat (list "init" "minio-users") $drivers $spark $comparison $history $logs | toJson }}
-postgres: {{ concat (list "init" "serving") $drivers $spark $airflow $comparison | toJson }}
+postgres: {{ concat (list "init" "serving") $drivers $spark $airflow $comparison $connect | toJson }}
 {{- end }}
 
 {{/* The Spark drivers whose executors call back (client mode on Kubernetes). */}}
