@@ -32,7 +32,7 @@ from core.oracle import compute_views, late_event_ids
 from tests.browser import chromium
 from tests.unit.test_comparison_report import FIGURE_IDS, section_html
 
-SCENARIOS = ("steady", "late", "bug-and-fix", "compaction")
+SCENARIOS = ("steady", "late", "bug-and-fix", "compaction", "segment-move")
 """Every figure at the least cost: the logic change is the same path as the fix."""
 FEED_STARTS = "  producing "
 """The run's line as its live feed starts (the steady scenario)."""
@@ -100,11 +100,13 @@ def check_run(
     delay_ms: int,
     *,
     in_a_pod: bool = False,
+    cdc_enabled: bool = True,
 ) -> None:
     """Every check of a run that played `SCENARIOS`: its numbers (`run`, and the `report`'s
     HTML) against the test's own, from the workload's event `values` and profile `changes` (in
     the order produced, the compaction scenario's resend last) and the run's `state`;
-    `in_a_pod`: the run was the chart's comparison Job."""
+    `in_a_pod`: the run was the chart's comparison Job; `cdc_enabled`: it wrote its profiles
+    through the database."""
     # Every scenario played, in order; both architectures sampled in each.
     assert [s.name for s in run.scenarios] == list(SCENARIOS)
     for scenario in ("steady", "late"):
@@ -171,6 +173,18 @@ def check_run(
     assert "segment_totals lambda 0, kappa 0." in section_html(report, "fig-compaction")
     assert run.compaction.profile_records_after < run.compaction.profile_records_before
 
+    # A profile changes in the database: the moved users' every order counts for their new
+    # segment in segment_totals, visible in both; revenue_by_segment keeps each order with the
+    # segment it had then, so the new segment has none of it.
+    move = run.segment_move
+    assert move is not None and move.users > 0
+    assert move.through == ("database" if cdc_enabled else "topic")
+    for architecture in ("lambda", "kappa"):
+        assert move.visible_s[architecture] is not None, architecture
+        assert move.expected_moved_cents[architecture] > 0, architecture
+        assert move.served_moved_cents[architecture] == move.expected_moved_cents[architecture]
+        assert move.as_of_new_segment_cents[architecture] == 0, architecture
+
     # Cost, storage, the chart's weight and the code: measured, not empty. In the chart's Job
     # the stores are other pods, whose CPU is not the Job's to read, and the image has no Helm
     # SDK to render the chart with: those two are `lk demo`'s alone.
@@ -185,8 +199,8 @@ def check_run(
 
 
 SCENARIO_FIGURES = {"segment-move": "fig-segment-move"}
-"""The figures that only their own scenario fills: a run that did not play it (these checks do
-not play `segment-move` yet) shows the figure as not measured."""
+"""The figures that only their own scenario fills: a run that did not play it shows the figure
+as not measured."""
 
 
 def check_report_in_a_browser(url: str, unmeasured: Collection[str] = ()) -> None:

@@ -45,7 +45,8 @@ RUN mvn -B -q -f debezium-postgres.pom.xml dependency:copy-dependencies \
       -DoutputDirectory=/opt/connect/plugins/debezium-postgres -DincludeScope=runtime
 COPY infra/connect/smt/src smt
 RUN mkdir -p smt-classes /opt/connect/plugins/lk-profile-change \
- && javac --release 17 -cp '/opt/connect/libs/*' -d smt-classes $(find smt -name '*.java') \
+ && find smt -name '*.java' > smt-sources.txt \
+ && javac --release 17 -cp '/opt/connect/libs/*' -d smt-classes @smt-sources.txt \
  && cp -r smt/META-INF smt-classes/ \
  && jar --create --file /opt/connect/plugins/lk-profile-change/lk-profile-change.jar -C smt-classes .
 

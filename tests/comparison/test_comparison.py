@@ -108,9 +108,11 @@ def test_demo_compares_both_architectures_live_and_reports(
 
     events = report.with_name("events.jsonl")
     profiles = default_profiles_path(events)
-    changes = load_profiles_jsonl(profiles) + load_profiles_jsonl(
-        profiles.with_name("profiles-resend.jsonl")
-    )
+    changes = [  # as produced: the workload's, the compaction's resend, the segment move's
+        change
+        for name in (profiles.name, "profiles-resend.jsonl", "profiles-moved.jsonl")
+        for change in load_profiles_jsonl(profiles.with_name(name))
+    ]
     with connect(ns) as conn:
         live = versions.live_stream(conn, "kappa")
         assert live is not None
