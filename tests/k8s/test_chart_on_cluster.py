@@ -121,9 +121,11 @@ def test_network_policies_admit_every_connection_the_release_makes(
             )
             assert tried[(component, store)] == (store in admitted), (component, store, tried)
     assert ("serving", "postgres") in tried, sorted(running)  # the release was there
-    # A producer outside the release's components (the tests' own, the README's `lk produce`)
+    # A producer outside the release's components (the tests' own, the README's `lk produce`),
+    # which is also the application writing its user table (`lk profiles`)
     with netprobe.probe_pod(kube, "lk-probe-producer", {"lambda-kappa.io/producer": "true"}):
         assert netprobe.probe_connects(kube, "lk-probe-producer", _store("kafka"), 9092)
+        assert netprobe.probe_connects(kube, "lk-probe-producer", _store("postgres"), 5432)
 
 
 def test_network_policies_refuse_what_they_do_not_admit(kube: Kube, release: str) -> None:
@@ -136,8 +138,10 @@ def test_network_policies_refuse_what_they_do_not_admit(kube: Kube, release: str
         with netprobe.probe_pod(kube, name, labels):
             for store, port in _STORES.items():
                 assert not netprobe.probe_connects(kube, name, _store(store), port), (name, store)
-    # The serving pod cannot reach MinIO (tried with the rest in the test above)
+    # The serving pod cannot reach MinIO (tried with the rest in the test above), nor Kafka
+    # Connect's REST port, which only the comparison Job reaches
     assert not netprobe.app_pod_connects(kube, "serving", _store("minio"), 9000)
+    assert not netprobe.app_pod_connects(kube, "serving", _store("connect"), 8083)
     # A pod outside the release's namespace, even labelled as its serving pod, cannot reach
     # Postgres; the same labels inside the namespace can (the probe itself works).
     serving = {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": "serving"}
