@@ -138,8 +138,11 @@ class TestPostgres:
         assert "host all all 0.0.0.0/0 scram-sha-256" in script
         assert "--file=/opt/lk/postgres/init.sql" in script
         assert 'mv "$staging" "$PGDATA"' in script
-        assert "exec postgres -D \"$PGDATA\" -c listen_addresses='*' -c wal_level=logical" in script
-        assert script.rstrip().endswith('-c max_slot_wal_keep_size="1GB"')  # exec's last line
+        assert script.rstrip().endswith(
+            'exec postgres -D "$PGDATA" -c listen_addresses=\'*\' "${server_options[@]}"'
+        )
+        # A server that holds a logical slot starts only with wal_level=logical: every start.
+        assert script.count("${server_options[*]}") == script.count("pg_ctl --pgdata=") // 2
         assert 'POSTGRES_PASSWORD" psql' in script  # never in the ConfigMap itself
 
     def test_init_sql_should_create_both_databases_without_a_password_in_it(self) -> None:
