@@ -21,14 +21,8 @@ from lk.errors import fail, guarded
 
 
 def _until_connect_answers(settings: Settings, timeout_s: float) -> None:
-    """The worker's REST server answers /connectors only once it has joined its group."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if httpx.get(f"{settings.connect_url}/connectors", timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
+    while not connector.answers(settings):
         if time.monotonic() > deadline:
             fail(f"Kafka Connect at {settings.connect_url} did not answer in {timeout_s:.0f} s")
         time.sleep(2)
@@ -87,7 +81,5 @@ def register(
 
 
 def _registered_and_running(settings: Settings, timeout_s: float) -> None:
-    connector.register(settings)
-    connector.restart_failed(settings)
-    connector.wait_running(settings, timeout_s)
+    connector.start(settings, timeout_s)
     click.echo(f"connector {settings.cdc_connector} running")

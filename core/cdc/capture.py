@@ -16,9 +16,7 @@ def start(settings: Settings) -> None:
     """The table, roles and publication, then the connector, running (idempotent: a task
     that failed is restarted; the slot kept every change since)."""
     provision.ensure_app_side(settings)
-    connector.register(settings)
-    connector.restart_failed(settings)
-    connector.wait_running(settings)
+    connector.start(settings)
 
 
 def stop(settings: Settings, timeout_s: float = 30.0) -> None:

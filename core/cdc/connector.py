@@ -98,6 +98,24 @@ def states(settings: Settings) -> tuple[str, list[str]] | None:
     return status["connector"]["state"], tasks
 
 
+def answers(settings: Settings) -> bool:
+    """Whether the worker's REST server answers `/connectors`: only once it has joined its
+    group and read its config topic (its port opens before)."""
+    try:
+        with _client(settings) as client:
+            return client.get("/connectors", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start(settings: Settings, timeout_s: float | None = None) -> None:
+    """Register the connector, restart a task that failed (the slot kept every change since),
+    and wait until it runs."""
+    register(settings)
+    restart_failed(settings)
+    wait_running(settings, timeout_s)
+
+
 def is_running(found: tuple[str, list[str]] | None) -> bool:
     """Whether `states`' answer is a connector and every task of it running."""
     return (

@@ -9,8 +9,6 @@ cluster.
 
 from __future__ import annotations
 
-import httpx
-
 from core.cdc import capture, connector, provision
 from infra.stack import artifacts, jvm
 from infra.stack.process import StackError, port_open
@@ -87,11 +85,7 @@ class KafkaConnect(Service):
         )
 
     def ready(self) -> bool:
-        if not port_open(self.settings.host, self.port):
-            return False
-        # The REST server answers before the worker has joined its group and read its config
-        # topic; /connectors answers only once it has.
-        return httpx.get(f"{self.settings.connect_url}/connectors", timeout=2).status_code == 200
+        return port_open(self.settings.host, self.port) and connector.answers(self.settings)
 
     def provision(self) -> None:
         try:
