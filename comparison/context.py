@@ -36,6 +36,8 @@ class Context:
     progress: Callable[[int, int], None] = lambda done, total: None
     """Told (lines produced, lines in all) while the steady scenario produces."""
     extra_profiles: list[Any] = field(default_factory=list)
+    moves: int = 1
+    """How many times the segment-move scenario moves its users (`lk compare --moves`)."""
 
     def wait(
         self, condition: Callable[[], bool], timeout_s: float, what: str, step_s: float = 1.0

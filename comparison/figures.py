@@ -202,7 +202,8 @@ class SegmentMove:
     through: str
     visible_s: dict[str, float | None]
     """Per architecture: from the commit to `segment_totals` counting every moved user in the
-    new segment, as the serving layer reads it (None: not within the scenario's timeout)."""
+    new segment, as the serving layer reads it, the median over the moves (None: a move not
+    seen within the scenario's timeout). The other fields are of the last move."""
     expected_moved_cents: dict[str, int]
     """Per architecture: the moved users' revenue, every order of theirs, by the oracle over the
     events it kept (Kappa's without those its watermark dropped): what `segment_totals` moves."""
@@ -212,6 +213,17 @@ class SegmentMove:
     """Per architecture: `revenue_by_segment` revenue in the new segment as served: orders
     placed after the change only, 0 when there were none (the as-of join keeps old orders
     with the segment their user had then)."""
+    each_visible_s: dict[str, list[float | None]] = field(default_factory=dict)
+    """Per architecture, each move's commit to visible (`lk compare --moves`, one by default;
+    empty in a run from before moves were counted); `visible_s` is their median."""
+
+    def percentiles(self, architecture: str) -> tuple[float | None, float | None]:
+        """p50 and p99 of `architecture`'s moves, None where a move was not seen in time."""
+        each = self.each_visible_s.get(architecture, [])
+        if not each or None in each:
+            return None, None
+        seen = [s for s in each if s is not None]
+        return percentile(seen, 50), percentile(seen, 99)
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,6 +73,8 @@ class CompareSpec:
     rate_per_s: float = 100.0
     sample_every_s: float = 3.0
     scenarios: tuple[str, ...] = SCENARIOS
+    moves: int = 1
+    """Moves of segment-move, each its own commit to visible (p50 and p99 from several)."""
     out_dir: Path = Path("out/compare")
     serve_port: int | None = None
     """Run `lk serve` on this port for the run (the dashboard at `/`); None: no API process."""
@@ -169,6 +171,7 @@ def run_comparison(
             ns, clock, deployment, feed, sampler, run, profiles_file, echo,
             spec.job_timeout_s, spec.catch_up_timeout_s, deployed_at,
         )  # fmt: skip
+        ctx.moves = spec.moves
         if progress is not None:
             ctx.progress = progress
         sampler.start()

@@ -31,6 +31,7 @@ from comparison.figures import (
     LateData,
     SegmentMove,
     Warmup,
+    percentile,
 )
 from comparison.sampler import ARCHITECTURES, served, served_view
 from comparison.version_change import bug_and_fix, deploy, logic_change, require
@@ -279,32 +280,12 @@ def segment_move(ctx: Context) -> None:
         users = _users_with_orders(ctx, MOVED_USERS)
         if not users:
             raise ComparisonError("segment-move: no user with an order and a profile to move")
-        segment = f"moved-{int(time.time())}"  # a segment of their own: its row is theirs alone
-        at_ms = int(time.time() * 1000)
-        changes = [ProfileChange(user, segment, at_ms) for user in users]
-        ctx.extra_profiles += changes
-        oracle = {a: _full_history_oracle(ctx, a) for a in ARCHITECTURES}
-        expected_users = {a: _segment_row(oracle[a]["segment_totals"], segment) for a in oracle}
-        moved = ctx.profiles_file.with_name("profiles-moved.jsonl")
-        moved.write_text(
-            "".join(
-                json.dumps({"user_id": c.user_id, "segment": c.segment, "updated_ts": at_ms}) + "\n"
-                for c in changes
-            )
-        )
-        if settings.cdc_enabled:
-            write_batch(settings, changes)  # one transaction: every user moves at once
-        else:
-            produce_file(settings, moved, settings.profiles_topic)
-        committed = time.monotonic()
-        visible: dict[str, float | None] = dict.fromkeys(ARCHITECTURES)
-        while None in visible.values() and time.monotonic() - committed < SEGMENT_MOVE_TIMEOUT_S:
-            for a in [a for a, seen in visible.items() if seen is None]:
-                row = _segment_row(served_view(settings, a, "segment_totals"), segment)
-                wanted = expected_users[a]
-                if row is not None and wanted is not None and row["users"] == wanted["users"]:
-                    visible[a] = time.monotonic() - committed
-            time.sleep(POLL_S)
+        seen: dict[str, list[float | None]] = {a: [] for a in ARCHITECTURES}
+        for move in range(1, ctx.moves + 1):
+            segment = f"moved-{int(time.time())}-{move}"  # its own: its row is theirs alone
+            expected_users = _move(ctx, users, segment, move)
+            for a, seconds in _visible(settings, segment, expected_users).items():
+                seen[a].append(seconds)
         served_totals = {
             a: _segment_row(served_view(settings, a, "segment_totals"), segment)
             for a in ARCHITECTURES
@@ -321,7 +302,7 @@ def segment_move(ctx: Context) -> None:
             users=len(users),
             segment=segment,
             through="database" if settings.cdc_enabled else "topic",
-            visible_s=visible,
+            visible_s={a: _median(each) for a, each in seen.items()},
             expected_moved_cents={
                 a: int((r or {}).get("revenue_cents", 0)) for a, r in expected_users.items()
             },
@@ -329,18 +310,71 @@ def segment_move(ctx: Context) -> None:
                 a: int((r or {}).get("revenue_cents", 0)) for a, r in served_totals.items()
             },
             as_of_new_segment_cents=as_of,
+            each_visible_s=seen,
         )
         how = (
             "in one transaction of the user table"
             if settings.cdc_enabled
             else "in one batch to the topic"
         )
-        notes.append(f"{len(users)} users moved to {segment} {how}")
-        for a, seconds in visible.items():
-            shown = "not within the timeout" if seconds is None else f"{seconds:.2f}s"
-            notes.append(f"{a}: visible in segment_totals {shown} after the commit")
+        notes.append(f"{len(users)} users moved segment {ctx.moves} time(s), each {how}")
+        for a, each in seen.items():
+            if None in each:
+                notes.append(f"{a}: a move not visible in segment_totals within the timeout")
+            else:
+                times = ", ".join(f"{s:.2f}s" for s in each if s is not None)
+                notes.append(f"{a}: visible in segment_totals after the commit: {times}")
 
     span(ctx, "segment-move", "A profile changes in the database: users move segment", body)
+
+
+def _move(
+    ctx: Context, users: list[str], segment: str, move: int
+) -> dict[str, dict[str, Any] | None]:
+    """Every user of `users` moved to `segment` at once, the changes added to the run's record
+    of its moves (`profiles-moved.jsonl`); per architecture, the oracle's row of the new
+    segment in `segment_totals` (over the events that architecture kept)."""
+    settings = ctx.settings
+    at_ms = int(time.time() * 1000)
+    changes = [ProfileChange(user, segment, at_ms) for user in users]
+    ctx.extra_profiles += changes
+    oracle = {a: _full_history_oracle(ctx, a) for a in ARCHITECTURES}
+    lines = "".join(
+        json.dumps({"user_id": c.user_id, "segment": c.segment, "updated_ts": at_ms}) + "\n"
+        for c in changes
+    )
+    with ctx.profiles_file.with_name("profiles-moved.jsonl").open("a") as record:
+        record.write(lines)
+    if settings.cdc_enabled:
+        write_batch(settings, changes)  # one transaction: every user moves at once
+    else:
+        this_move = ctx.profiles_file.with_name(f"profiles-move-{move}.jsonl")
+        this_move.write_text(lines)
+        produce_file(settings, this_move, settings.profiles_topic)
+    return {a: _segment_row(oracle[a]["segment_totals"], segment) for a in oracle}
+
+
+def _visible(
+    settings: Settings, segment: str, expected: dict[str, dict[str, Any] | None]
+) -> dict[str, float | None]:
+    """Per architecture, seconds from now (the commit) until its `segment_totals`, as the
+    serving layer answers, counts `expected`'s users in `segment` (None: not in the timeout)."""
+    committed = time.monotonic()
+    visible: dict[str, float | None] = dict.fromkeys(expected)
+    while None in visible.values() and time.monotonic() - committed < SEGMENT_MOVE_TIMEOUT_S:
+        for a in [a for a, seen in visible.items() if seen is None]:
+            row = _segment_row(served_view(settings, a, "segment_totals"), segment)
+            wanted = expected[a]
+            if row is not None and wanted is not None and row["users"] == wanted["users"]:
+                visible[a] = time.monotonic() - committed
+        time.sleep(POLL_S)
+    return visible
+
+
+def _median(seconds: list[float | None]) -> float | None:
+    """The median of the moves' times; None when a move was not seen within the timeout."""
+    seen = [s for s in seconds if s is not None]
+    return percentile(seen, 50) if seen and len(seen) == len(seconds) else None
 
 
 def _users_with_orders(ctx: Context, most: int) -> list[str]:

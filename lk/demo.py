@@ -62,6 +62,10 @@ def comparison_options(command: Callable[..., Any]) -> Callable[..., Any]:
             help="Which scenarios to play, in this order, comma-separated.",
         ),
         click.option(
+            "--moves", type=click.IntRange(min=1), default=1, show_default=True,
+            help="Times segment-move moves its users: each commit to visible is measured.",
+        ),
+        click.option(
             "--out-dir", type=click.Path(path_type=Path, file_okay=False),
             default=Path("out/compare"), show_default=True,
             help="Where the workload, the logs and the report are written.",
@@ -89,6 +93,7 @@ def _spec(**given: Any) -> CompareSpec:
         rate_per_s=given["rate"],
         sample_every_s=given["sample_every"],
         scenarios=scenarios,
+        moves=given["moves"],
         out_dir=given["out_dir"],
         serve_port=given["serve_port"],
         publish=not given["no_publish"],

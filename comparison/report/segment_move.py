@@ -30,6 +30,7 @@ def segment_move_figure(run: ComparisonRun) -> Section:
         title,
         fig,
         m=m,
+        moves=max((len(each) for each in m.each_visible_s.values()), default=1),
         archs=archs,
         as_of_join=AS_OF_JOIN,
         table_join=TABLE_TABLE_JOIN,

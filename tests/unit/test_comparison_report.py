@@ -708,6 +708,20 @@ def test_a_segment_move_not_seen_in_time_or_not_exact_says_so() -> None:
     assert "the new segment holds only orders placed after the change: lambda 1,200 ¢" in how
 
 
+def test_several_moves_give_the_median_and_the_99th_percentile() -> None:
+    each = {"lambda": [1.0, 2.0, 4.0], "kappa": [1.5, 1.5, 3.5]}
+    move = replace(SEGMENT_MOVE, visible_s={"lambda": 2.0, "kappa": 1.5}, each_visible_s=each)
+    assert move.percentiles("lambda") == (2.0, pytest.approx(3.96))
+    page = render(replace(synthetic_run(), segment_move=move))
+    rows = _table_rows(section_html(page, "fig-segment-move"))
+    assert "<td>lambda</td><td>2.0 s</td><td>4.0 s</td><td>912,345 ¢</td>" in rows
+    how = _how(page, "fig-segment-move")
+    assert "20 users moved to a new segment, 3 times one after another" in how
+    assert "(the median of the moves; the table gives their 99th percentile too)" in how
+    late = replace(move, each_visible_s={"lambda": [1.0, None], "kappa": [1.0, 1.0]})
+    assert late.percentiles("lambda") == (None, None)
+
+
 def test_a_table_table_join_off_after_compaction_is_not_blamed_on_compaction() -> None:
     off = replace(
         COMPACTION,
