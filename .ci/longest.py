@@ -1,33 +1,46 @@
-"""Each lane's longest tests, from the JUnit XML files its pytest runs wrote: the table
-`.ci/run` prints at its end (docs/BENCHMARKS.md keeps its history).
+"""Each lane's longest tests, from the report logs its pytest writes as it goes
+(`--report-log`, pytest-reportlog: a JSON line per test phase): the table `.ci/run` prints at
+its end, or when it is stopped, since a log read half-way still holds every test that ended
+(docs/BENCHMARKS.md keeps the tables' history).
 
-    python .ci/longest.py out/ci/local.xml out/ci/cluster.xml [--top 12]
+    python .ci/longest.py out/ci/local.jsonl out/ci/cluster.jsonl [--top 12]
 
-A test's time is pytest's whole report of it: setup (a module's fixture counts in its first
-test), call and teardown.
+A test's time is the sum of its phases: setup (a module's fixture counts in its first test),
+call and teardown.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-import xml.etree.ElementTree as ET
+from collections import defaultdict
 from pathlib import Path
 
 
-def tests_of(path: Path) -> list[tuple[float, str]]:
-    """(seconds, module::test) of every test case in a JUnit XML file."""
-    found = []
-    for case in ET.parse(path).getroot().iter("testcase"):  # noqa: S314 - pytest wrote it
-        module = case.get("classname", "").rsplit(".", 1)[-1]
-        found.append((float(case.get("time", "0")), f"{module}::{case.get('name', '?')}"))
-    return found
+def tests_of(path: Path) -> tuple[list[tuple[float, str]], str | None]:
+    """(seconds, module::test) of every test with a phase in the log, and the last phase's
+    test and name (where a stopped lane was)."""
+    seconds: dict[str, float] = defaultdict(float)
+    last = None
+    for line in path.read_text().splitlines():
+        try:
+            report = json.loads(line)
+        except json.JSONDecodeError:  # the line being written when the lane was stopped
+            continue
+        if report.get("$report_type") != "TestReport":
+            continue
+        name = report["nodeid"].rsplit("/", 1)[-1]
+        seconds[name] += float(report.get("duration", 0.0))
+        last = f"{name} ({report.get('when')}, {report.get('outcome')})"
+    return [(s, name) for name, s in seconds.items()], last
 
 
-def table(lane: str, cases: list[tuple[float, str]], top: int) -> str:
+def table(lane: str, cases: list[tuple[float, str]], last: str | None, top: int) -> str:
     total = sum(seconds for seconds, _ in cases)
     lines = [
-        f"{lane}: {len(cases)} tests, {total / 60:.1f} min of test time; the longest:",
+        f"{lane}: {len(cases)} tests, {total / 60:.1f} min of test time; the last reported: "
+        f"{last or 'none'}; the longest:",
         f"  {'s':>7}  test",
     ]
     for seconds, name in sorted(cases, reverse=True)[:top]:
@@ -42,9 +55,9 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     for path in args.files:
         if not path.exists():
-            print(f"{path.stem}: no report (the lane stopped before its tests ended)")
+            print(f"{path.stem}: no report (the lane stopped before its tests began)")
             continue
-        print(table(path.stem, tests_of(path), args.top))
+        print(table(path.stem, *tests_of(path), args.top))
     return 0
 
 
