@@ -13,6 +13,10 @@ NAMESPACE ?= lambda-kappa
 RELEASE ?= lk
 ARCH ?= lambda
 CHART := charts/lambda-kappa
+# The project's six images, as the chart names them (images.<name>.repository: lambda-kappa/<name>;
+# tests/charts/test_image_registry.py checks the two lists against each other).
+IMAGES := app airflow kafka minio postgres statsd
+IMAGE_REFS = $(foreach image,$(IMAGES),lambda-kappa/$(image):$(IMAGE_TAG))
 APP_IMAGE ?= lambda-kappa/app
 AIRFLOW_IMAGE ?= lambda-kappa/airflow
 KAFKA_IMAGE ?= lambda-kappa/kafka
@@ -64,9 +68,15 @@ cluster-load: ## Import the images of $(IMAGE_TAG) into the containerd of `lk cl
 
 .PHONY: kind-load
 kind-load: ## Load the images of $(IMAGE_TAG) into the kind node (pods use IfNotPresent)
-	$(KIND) load docker-image --name $(KIND_CLUSTER) $(APP_IMAGE):$(IMAGE_TAG) $(AIRFLOW_IMAGE):$(IMAGE_TAG) \
-	  $(KAFKA_IMAGE):$(IMAGE_TAG) $(MINIO_IMAGE):$(IMAGE_TAG) $(POSTGRES_IMAGE):$(IMAGE_TAG) \
-	  $(STATSD_IMAGE):$(IMAGE_TAG)
+	$(KIND) load docker-image --name $(KIND_CLUSTER) $(IMAGE_REFS)
+
+.PHONY: images-push
+images-push: ## Push the images of $(IMAGE_TAG) to a registry: make images-push REGISTRY=host[:port]/path
+	@[ -n '$(REGISTRY)' ] || { echo "REGISTRY is missing: make images-push REGISTRY=registry.example.com/team"; exit 1; }
+	@for ref in $(IMAGE_REFS); do \
+	  $(DOCKER) tag $$ref $(REGISTRY)/$$ref && $(DOCKER) push $(REGISTRY)/$$ref || exit 1; \
+	done
+	@echo "pushed; install with --set image.registry=$(REGISTRY) --set-string image.tag=$(IMAGE_TAG)"
 
 .PHONY: install
 install: ## Install or upgrade the chart: make install ARCH=lambda|kappa|both
@@ -76,9 +86,7 @@ install: ## Install or upgrade the chart: make install ARCH=lambda|kappa|both
 	  --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE) --create-namespace \
 	  -f infra/kind/values.yaml \
 	  --set architecture=$(ARCH) \
-	  --set-string images.app.tag=$(IMAGE_TAG) --set-string images.airflow.tag=$(IMAGE_TAG) \
-	  --set-string images.kafka.tag=$(IMAGE_TAG) --set-string images.minio.tag=$(IMAGE_TAG) \
-	  --set-string images.postgres.tag=$(IMAGE_TAG) --set-string images.statsd.tag=$(IMAGE_TAG) \
+	  --set-string image.tag=$(IMAGE_TAG) \
 	  --wait --timeout 20m
 	$(KUBECTL) --context kind-$(KIND_CLUSTER) -n $(NAMESPACE) get pods
 	$(HELM) test $(RELEASE) --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE)

@@ -50,7 +50,7 @@ def install_argv(settings: Settings, architecture: str, tag: str, *extra: str) -
         f"--set=architecture={architecture}",
         # --set-string: a commit's short hash can be all digits (5458245), which --set reads as a
         # number and the chart's schema refuses.
-        *(f"--set-string=images.{image}.tag={tag}" for image in IMAGES),
+        f"--set-string=image.tag={tag}",  # every image's (the chart's image.tag)
         "--set=airflow.sparkBackend=kubernetes",
         f"--set=spark.master={SPARK_MASTER}",
         *extra,

@@ -83,7 +83,7 @@ def test_values_should_hold_no_credential() -> None:
             for key, value in node.items():
                 here = f"{path}.{key}"
                 if SECRET_NAME.search(str(key)):
-                    assert value in ("", None), f"{here} has a default credential"
+                    assert not value, f"{here} has a default credential"
                 walk(value, here)
 
     walk(yaml.safe_load((CHART_DIR / "values.yaml").read_text()), "")

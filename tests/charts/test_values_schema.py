@@ -24,7 +24,7 @@ from tests.charts.chart_utils import CHART_DIR, render
         ({"kafka": {"port": "9092"}}, "/kafka/port"),
         ({"kafka": {"enabled": "yes"}}, "/kafka/enabled"),
         ({"images": {"app": {"tag": "latest"}}}, "/images/app/tag"),
-        ({"images": {"kafka": {"pullPolicy": "Always"}}}, "/images/kafka/pullPolicy"),
+        ({"images": {"kafka": {"pullPolicy": "Sometimes"}}}, "/images/kafka/pullPolicy"),
         ({"spark": {"master": "yarn"}}, "/spark/master"),
         ({"speedLayer": {"resources": {"requests": {"cpu": "lots"}}}}, "/speedLayer/resources"),
         # null deletes a default in Helm: limits are required, not optional.

@@ -60,12 +60,22 @@ helm.sh/chart: {{ include "lk.chart" .root }}
 {{- end }}
 
 {{/*
-An image reference. `tag` empty means the chart's appVersion (the project's own images);
-`latest` is refused by the schema: kind would pull it with Always and ignore `kind load`.
+An image reference: image.registry (if any) before the repository; the image's own tag, else
+image.tag, else the chart's appVersion. `latest` is refused by the schema: kind would pull it
+with Always and ignore `kind load`.
 Call: (dict "root" $ "image" .Values.images.app)
 */}}
 {{- define "lk.image" -}}
-{{- printf "%s:%s" .image.repository (default .root.Chart.AppVersion .image.tag | toString) }}
+{{- $repository := .image.repository -}}
+{{- with .root.Values.image.registry }}{{ $repository = printf "%s/%s" (trimSuffix "/" .) $repository }}{{ end -}}
+{{- printf "%s:%s" $repository (.image.tag | default .root.Values.image.tag | default .root.Chart.AppVersion | toString) }}
+{{- end }}
+
+{{/* The imagePullSecrets' names, comma-separated (Spark's own setting for its executors). */}}
+{{- define "lk.imagePullSecretNames" -}}
+{{- $names := list -}}
+{{- range .Values.imagePullSecrets }}{{ $names = append $names .name }}{{ end -}}
+{{- join "," $names -}}
 {{- end }}
 
 {{- define "lk.imagePullPolicy" -}}
@@ -542,9 +552,14 @@ annotations:
 {{- end }}
 {{- end }}
 
-{{/* A pod spec's nodeSelector, affinity and tolerations. Call: as lk.pod.settings. */}}
+{{/* A pod spec's nodeSelector, affinity and tolerations, and the release's imagePullSecrets.
+Call: as lk.pod.settings. */}}
 {{- define "lk.pod.scheduling" -}}
 {{- $pod := include "lk.pod.settings" . | fromYaml -}}
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- with $pod.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
