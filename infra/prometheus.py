@@ -23,7 +23,7 @@ from typing import Any, Final
 import yaml
 
 from core.settings import get_settings
-from infra.cluster import api, install
+from infra.cluster import api, install, paths
 from infra.images import image_name
 
 NAMESPACE: Final = "lk-monitoring"
@@ -178,8 +178,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tag", required=True, help="the images' tag (make print-image-tag)")
     parser.add_argument("--delete", action="store_true", help="remove it instead")
     args = parser.parse_args(argv)
-    from infra.cluster import paths
-
     settings = get_settings()
     kubectl = [str(paths.kubectl(settings))]
     env = install.helm_env(settings)

@@ -42,9 +42,9 @@ def spark_session() -> SparkSession:
     """This process's Spark session, built on first use (only steps that need Spark ask)."""
     global _session
     if _session is None:
-        from pyspark.sql import SparkSession
+        from pyspark.sql import SparkSession  # deferred: pyspark, for steps that need Spark
 
-        from core.spark import build_spark_session
+        from core.spark import build_spark_session  # deferred: pyspark
 
         # A session this process already runs (a test's) is reused rather than duplicated.
         _session = SparkSession.getActiveSession() or build_spark_session(
@@ -57,6 +57,7 @@ def run_local_step(step: str, args: dict[str, Any]) -> Any:
     """The `local` backend's task body: the step in this process."""
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+    # deferred: the quality package loads pandas, which parsing a DAG file must not
     from quality.result import QualityGateError
 
     try:
@@ -79,7 +80,7 @@ def step_task(
     settings = get_settings()
     doc = f"`lk step {step}`: {get_step(step).summary}."
     if on_pods(settings, step):
-        from lk_dags.pods import step_pod
+        from lk_dags.pods import step_pod  # deferred: the cncf.kubernetes provider
 
         return step_pod(
             settings,
@@ -102,7 +103,7 @@ def step_task(
 def _replay_round(settings: Settings, version: int) -> dict[str, Any]:
     """One replay round of `version`, on the configured backend; its lag and watermark gap."""
     if on_pods(settings, "kappa-replay-round"):
-        from lk_dags.pods import step_pod
+        from lk_dags.pods import step_pod  # deferred: the cncf.kubernetes provider
 
         context = get_current_context()
         pod = step_pod(
