@@ -52,6 +52,14 @@ TEMPLATED = {"spark-step": "airflow.stepPods", "spark-executor": "spark.kubernet
 EVERYTHING = {"architecture": "both", "airflow": {"sparkBackend": "kubernetes"}}
 K8S_MASTER = {"spark": {"master": "k8s://https://kubernetes.default.svc"}}
 TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "lk", "effect": "NoSchedule"}
+SPREAD = [
+    {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app.kubernetes.io/part-of": "lambda-kappa"}},
+    }
+]
 AFFINITY = {
     "nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -129,6 +137,8 @@ def test_defaults_should_reach_every_pod_executors_and_step_pods_included() -> N
             "nodeSelector": {"pool": "lk"},
             "tolerations": [TOLERATION],
             "affinity": AFFINITY,
+            "priorityClassName": "lk-default",
+            "topologySpreadConstraints": SPREAD,
             "podAnnotations": {"example.com/owner": "data"},
             "podLabels": {"example.com/team": "data"},
             "extraEnv": [{"name": "TZ", "value": "UTC"}],
@@ -144,6 +154,8 @@ def test_defaults_should_reach_every_pod_executors_and_step_pods_included() -> N
             assert spec["nodeSelector"] == {"pool": "lk"}, name
         assert spec["tolerations"] == [TOLERATION], name
         assert spec["affinity"] == AFFINITY, name
+        assert spec["priorityClassName"] == "lk-default", name
+        assert spec["topologySpreadConstraints"] == SPREAD, name
         assert meta["annotations"]["example.com/owner"] == "data", name
         assert meta["labels"]["example.com/team"] == "data", name
         assert env_of(main)["TZ"]["value"] == "UTC", name
@@ -155,6 +167,8 @@ def test_a_components_own_values_should_win_for_it_alone(component: str) -> None
     own = {
         "nodeSelector": {"pool": "own"},
         "tolerations": [{**TOLERATION, "value": "own"}],
+        "priorityClassName": "lk-own",
+        "topologySpreadConstraints": [{**SPREAD[0], "maxSkew": 2}],
         "podAnnotations": {"example.com/owner": "own", "example.com/own": "yes"},
         "podLabels": {"example.com/team": "own"},
         "extraEnv": [{"name": "TZ", "value": "Europe/Paris"}, {"name": "OWN", "value": "1"}],
@@ -163,6 +177,7 @@ def test_a_components_own_values_should_win_for_it_alone(component: str) -> None
         **{**EVERYTHING, **K8S_MASTER},
         nodeSelector={"pool": "lk"},
         tolerations=[TOLERATION],
+        priorityClassName="lk-default",
         podAnnotations={"example.com/owner": "data", "example.com/all": "yes"},
         podLabels={"example.com/team": "data"},
         extraEnv=[{"name": "TZ", "value": "UTC"}, {"name": "ALL", "value": "1"}],
@@ -172,6 +187,8 @@ def test_a_components_own_values_should_win_for_it_alone(component: str) -> None
     if component != "spark-executor":
         assert spec["nodeSelector"] == {"pool": "own"}
     assert spec["tolerations"] == own["tolerations"]
+    assert spec["priorityClassName"] == "lk-own"
+    assert spec["topologySpreadConstraints"] == own["topologySpreadConstraints"]
     assert meta["annotations"]["example.com/owner"] == "own"  # merged, its own win
     assert meta["annotations"]["example.com/all"] == "yes"
     assert meta["annotations"]["example.com/own"] == "yes"
@@ -183,6 +200,8 @@ def test_a_components_own_values_should_win_for_it_alone(component: str) -> None
     for name, (_, other_spec, other_main) in others.items():
         if name != "spark-executor":
             assert other_spec["nodeSelector"] == {"pool": "lk"}, name
+        assert other_spec["priorityClassName"] == "lk-default", name
+        assert "topologySpreadConstraints" not in other_spec, name
         assert env_of(other_main)["TZ"]["value"] == "UTC", name
 
 

@@ -509,8 +509,8 @@ Call: (dict "root" $ "minioUser" "archiver" "postgres" "writer" "check" "")
 {{/*
 Where a pod runs and what users add to it, in the official Airflow chart's habit: the top-level
 nodeSelector, tolerations, affinity, podAnnotations, podLabels and extraEnv are every
-workload's defaults; a component's own non-empty nodeSelector, tolerations or affinity replaces
-the default, its podAnnotations and podLabels are merged over the defaults (the component's
+workload's defaults; a component's own non-empty nodeSelector, tolerations, affinity,
+priorityClassName or topologySpreadConstraints replaces the default, its podAnnotations and podLabels are merged over the defaults (the component's
 win on a shared key), and its extraEnv follows the defaults' entries of other names. What the
 chart sets itself wins over both: its labels (selectors and NetworkPolicies match on them), its
 annotations (checksums, prometheus.io/*) and its own variables, which come first.
@@ -529,6 +529,8 @@ Call: (dict "root" $ "values" .Values.serving)
 nodeSelector: {{ $own.nodeSelector | default $defaults.nodeSelector | default dict | toJson }}
 tolerations: {{ $own.tolerations | default $defaults.tolerations | default list | toJson }}
 affinity: {{ $own.affinity | default $defaults.affinity | default dict | toJson }}
+priorityClassName: {{ $own.priorityClassName | default $defaults.priorityClassName | default "" | toJson }}
+topologySpreadConstraints: {{ $own.topologySpreadConstraints | default $defaults.topologySpreadConstraints | default list | toJson }}
 podAnnotations: {{ merge dict ($own.podAnnotations | default dict) ($defaults.podAnnotations | default dict) | toJson }}
 podLabels: {{ merge dict ($own.podLabels | default dict) ($defaults.podLabels | default dict) | toJson }}
 extraEnv: {{ concat $env ($own.extraEnv | default list) | toJson }}
@@ -552,10 +554,17 @@ annotations:
 {{- end }}
 {{- end }}
 
-{{/* A pod spec's nodeSelector, affinity and tolerations, and the release's imagePullSecrets.
-Call: as lk.pod.settings. */}}
+{{/* A pod spec's nodeSelector, affinity, tolerations, priorityClassName and
+topologySpreadConstraints, and the release's imagePullSecrets. Call: as lk.pod.settings. */}}
 {{- define "lk.pod.scheduling" -}}
 {{- $pod := include "lk.pod.settings" . | fromYaml -}}
+{{- with $pod.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $pod.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- with .root.Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
