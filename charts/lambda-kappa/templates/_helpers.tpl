@@ -590,3 +590,37 @@ Call: as lk.pod.settings. */}}
 {{- toYaml . }}
 {{- end }}
 {{- end }}
+
+{{/*
+A store's data volume: a claim per pod from the StatefulSet's volumeClaimTemplates, or a claim
+the user made (persistence.existingClaim), mounted as the same volume `data`. The first is the
+pod's volumes entry (nothing without an existing claim), the second the StatefulSet's
+volumeClaimTemplates (nothing with one). A StatefulSet's claim templates cannot change in an
+upgrade: set existingClaim at install.
+Call: (dict "root" $ "component" "kafka" "persistence" .Values.kafka.persistence)
+*/}}
+{{- define "lk.persistence.volume" -}}
+{{- with .persistence.existingClaim }}
+- name: data
+  persistentVolumeClaim:
+    claimName: {{ . }}
+{{- end }}
+{{- end }}
+
+{{- define "lk.persistence.claimTemplates" -}}
+{{- if not .persistence.existingClaim }}
+volumeClaimTemplates:
+  - metadata:
+      name: data
+      labels:
+        {{- include "lk.selectorLabels" (dict "root" .root "component" .component) | nindent 8 }}
+    spec:
+      accessModes: ["ReadWriteOnce"]
+      {{- with .persistence.storageClass }}
+      storageClassName: {{ . }}
+      {{- end }}
+      resources:
+        requests:
+          storage: {{ .persistence.size }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,42 @@
+"""The stores' data volumes: a claim per pod from the StatefulSet's template by default, or a
+claim the user made (`<store>.persistence.existingClaim`), mounted the same way."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.charts.chart_utils import containers, pod_spec, render
+
+STORES = ("kafka", "minio", "postgres")
+
+
+def _statefulset(store: str, **persistence: str) -> dict:
+    values = {"architecture": "both", store: {"persistence": persistence}} if persistence else {}
+    (obj,) = render(values or {"architecture": "both"}).by_component("StatefulSet", store)
+    return obj
+
+
+def _mounts_data(obj: dict) -> bool:
+    return any(m["name"] == "data" for c in containers(obj) for m in c.get("volumeMounts", []))
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_by_default_each_pod_gets_a_claim_of_its_own(store: str) -> None:
+    obj = _statefulset(store)
+    (template,) = obj["spec"]["volumeClaimTemplates"]
+    assert template["metadata"]["name"] == "data"
+    assert template["spec"]["resources"]["requests"]["storage"]
+    assert "data" not in {v["name"] for v in pod_spec(obj)["volumes"]}
+    assert _mounts_data(obj)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_an_existing_claim_replaces_the_template(store: str) -> None:
+    obj = _statefulset(store, existingClaim=f"my-{store}-data", storageClass="fast")
+    assert "volumeClaimTemplates" not in obj["spec"]
+    volumes = {v["name"]: v for v in pod_spec(obj)["volumes"]}
+    assert volumes["data"] == {
+        "name": "data",
+        "persistentVolumeClaim": {"claimName": f"my-{store}-data"},
+    }
+    assert _mounts_data(obj)
