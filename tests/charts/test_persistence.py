@@ -1,5 +1,6 @@
-"""The stores' data volumes: a claim per pod from the StatefulSet's template by default, or a
-claim the user made (`<store>.persistence.existingClaim`), mounted the same way."""
+"""The stores' data volumes and disruption budgets: a claim per pod from the StatefulSet's
+template by default, or a claim the user made (`<store>.persistence.existingClaim`), mounted
+the same way; a PodDisruptionBudget only when `<store>.pdb.create` asks for one."""
 
 from __future__ import annotations
 
@@ -40,3 +41,25 @@ def test_an_existing_claim_replaces_the_template(store: str) -> None:
         "persistentVolumeClaim": {"claimName": f"my-{store}-data"},
     }
     assert _mounts_data(obj)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_disruption_budget_only_when_asked(store: str) -> None:
+    assert render({"architecture": "both"}).of_kind("PodDisruptionBudget") == []
+    rendered = render({"architecture": "both", store: {"pdb": {"create": True}}})
+    (pdb,) = rendered.of_kind("PodDisruptionBudget")
+    (obj,) = rendered.by_component("StatefulSet", store)
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert "minAvailable" not in pdb["spec"]
+    labels = obj["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert obj["spec"]["selector"]["matchLabels"] == pdb["spec"]["selector"]["matchLabels"]
+    kept = render({"architecture": "both", store: {"pdb": {"create": True, "minAvailable": 1}}})
+    (pdb,) = kept.of_kind("PodDisruptionBudget")
+    assert pdb["spec"] == {**pdb["spec"], "minAvailable": 1}
+    assert "maxUnavailable" not in pdb["spec"]
+
+
+def test_a_store_outside_the_release_has_no_budget() -> None:
+    values = {"enabled": False, "externalHost": "kafka.example", "pdb": {"create": True}}
+    assert render({"architecture": "both", "kafka": values}).of_kind("PodDisruptionBudget") == []

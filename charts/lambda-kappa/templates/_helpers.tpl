@@ -624,3 +624,31 @@ volumeClaimTemplates:
           storage: {{ .persistence.size }}
 {{- end }}
 {{- end }}
+
+{{/*
+A store's PodDisruptionBudget (<store>.pdb.create): voluntary disruptions (a node drain, the
+cluster autoscaler) wait while it would leave fewer than minAvailable of its pods, or more than
+maxUnavailable away. With one replica, minAvailable 1 (or maxUnavailable 0) blocks a drain
+until the pod is deleted by hand: off by default.
+Call: (dict "root" $ "component" "kafka" "values" .Values.kafka)
+*/}}
+{{- define "lk.pdb" -}}
+{{- $pdb := .values.pdb -}}
+{{- if and .values.enabled $pdb.create }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "lk.componentName" (dict "root" .root "component" .component) }}
+  labels:
+    {{- include "lk.labels" (dict "root" .root "component" .component) | nindent 4 }}
+spec:
+  {{- if ne (toString $pdb.minAvailable) "" }}
+  minAvailable: {{ $pdb.minAvailable }}
+  {{- else }}
+  maxUnavailable: {{ $pdb.maxUnavailable }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "lk.selectorLabels" (dict "root" .root "component" .component) | nindent 6 }}
+{{- end }}
+{{- end }}
