@@ -652,3 +652,53 @@ spec:
       {{- include "lk.selectorLabels" (dict "root" .root "component" .component) | nindent 6 }}
 {{- end }}
 {{- end }}
+
+{{/*
+An Ingress to one of the release's UIs (ingress.<ui>, in the official Airflow chart's shape):
+every host gets the path to the component's Service; a host with tls.enabled is served over
+TLS with its secret. The component's NetworkPolicy admits its port from anywhere, so the
+ingress controller's pods reach it.
+Call: (dict "root" $ "component" "serving" "port" "http" "values" .Values.ingress.serving)
+*/}}
+{{- define "lk.ingress" -}}
+{{- $v := .values -}}
+{{- $service := include "lk.componentName" (dict "root" .root "component" .component) -}}
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: {{ $service }}
+  labels:
+    {{- include "lk.labels" (dict "root" .root "component" .component) | nindent 4 }}
+  {{- with $v.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  {{- with $v.ingressClassName }}
+  ingressClassName: {{ . }}
+  {{- end }}
+  {{- $tls := list }}
+  {{- range $v.hosts }}{{ if and .tls .tls.enabled }}{{ $tls = append $tls . }}{{ end }}{{ end }}
+  {{- with $tls }}
+  tls:
+    {{- range . }}
+    - hosts: [{{ .name | quote }}]
+      secretName: {{ .tls.secretName }}
+    {{- end }}
+  {{- end }}
+  rules:
+    {{- range $v.hosts | default (list (dict "name" "")) }}
+    - {{- with .name }}
+      host: {{ . | quote }}
+      {{- end }}
+      http:
+        paths:
+          - path: {{ $v.path }}
+            pathType: {{ $v.pathType }}
+            backend:
+              service:
+                name: {{ $service }}
+                port:
+                  name: {{ $.port }}
+    {{- end }}
+{{- end }}
