@@ -118,6 +118,7 @@ help: ## Show this help
 	  /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 include infra/kind.mk
+include infra/minikube.mk
 include infra/cluster.mk
 
 .PHONY: print-image-tag

@@ -37,17 +37,10 @@ IMAGE_TAG := $(IMAGE_TAG)
 
 .PHONY: kind-up
 kind-up: ## Create the one-node kind cluster (infra/kind/cluster.yaml: UI on :8080, API on :8000)
-	@command -v $(KIND) >/dev/null || { echo "kind is missing: https://kind.sigs.k8s.io"; exit 1; }
-	@if $(KIND) get clusters 2>/dev/null | grep -qx '$(KIND_CLUSTER)'; then \
-	  echo "kind cluster $(KIND_CLUSTER) already exists"; \
-	else \
-	  $(KIND) create cluster --name $(KIND_CLUSTER) --config infra/kind/cluster.yaml --wait 120s; \
-	fi
-	$(KUBECTL) --context kind-$(KIND_CLUSTER) get nodes
+	$(KIND) create cluster --name $(KIND_CLUSTER) --config infra/kind/cluster.yaml --wait 120s
 
 .PHONY: images
 images: ## Build the six images with Docker from public bases, tagged $(IMAGE_TAG) (never latest)
-	@command -v $(DOCKER) >/dev/null || { echo "docker is missing (without Docker: make cluster-images)"; exit 1; }
 	$(DOCKER) build -f infra/docker/app.Dockerfile -t $(APP_IMAGE):$(IMAGE_TAG) .
 	$(DOCKER) build -f infra/docker/airflow.Dockerfile \
 	  --build-arg APP_IMAGE=$(APP_IMAGE):$(IMAGE_TAG) -t $(AIRFLOW_IMAGE):$(IMAGE_TAG) .
@@ -56,7 +49,6 @@ images: ## Build the six images with Docker from public bases, tagged $(IMAGE_TA
 	  --build-arg MINIO_VERSION=$(MINIO_VERSION) -t $(MINIO_IMAGE):$(IMAGE_TAG) .
 	$(DOCKER) build -f infra/docker/postgres.Dockerfile -t $(POSTGRES_IMAGE):$(IMAGE_TAG) .
 	$(DOCKER) build -f infra/docker/statsd.Dockerfile -t $(STATSD_IMAGE):$(IMAGE_TAG) .
-	@echo "built lambda-kappa/{app,airflow,kafka,minio,postgres,statsd}:$(IMAGE_TAG)"
 
 .PHONY: cluster-images
 cluster-images: ## Build the images with podman, no registry: debootstrapped base (cached), $(IMAGE_TAG)
@@ -78,18 +70,32 @@ images-push: ## Push the images of $(IMAGE_TAG) to a registry: make images-push 
 	done
 	@echo "pushed; install with --set image.registry=$(REGISTRY) --set-string image.tag=$(IMAGE_TAG)"
 
+# The release's install and its `helm test`, on the cluster of kube context $(1) with the values
+# file $(2): the same for kind and minikube. ARCH is checked before anything runs.
+check_arch = $(if $(filter $(ARCH),lambda kappa both),,$(error ARCH must be lambda, kappa or both (got '$(ARCH)')))
+define helm_install
+	$(call check_arch)
+	$(HELM) upgrade --install $(RELEASE) $(CHART) --kube-context $(1) --namespace $(NAMESPACE) --create-namespace -f $(2) --set architecture=$(ARCH) --set-string image.tag=$(IMAGE_TAG) --wait --timeout 20m
+	$(KUBECTL) --context $(1) -n $(NAMESPACE) get pods
+	$(HELM) test $(RELEASE) --kube-context $(1) --namespace $(NAMESPACE)
+endef
+# Kappa's reprocessing triggered as the Airflow UI's Trigger button does, and the data-quality
+# summary (`GET /v1/quality`) through the API's port on localhost: the same for both clusters.
+define reprocess
+	$(KUBECTL) --context $(1) -n $(NAMESPACE) exec deploy/$(RELEASE)-airflow-scheduler -- airflow dags trigger kappa_reprocess
+endef
+
 .PHONY: install
-install: ## Install or upgrade the chart: make install ARCH=lambda|kappa|both
-	@case '$(ARCH)' in lambda|kappa|both) ;; *) echo "ARCH must be lambda, kappa or both (got '$(ARCH)')"; exit 1;; esac
-	@command -v $(HELM) >/dev/null || { echo "helm is missing: https://helm.sh/docs/intro/install/"; exit 1; }
-	$(HELM) upgrade --install $(RELEASE) $(CHART) \
-	  --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE) --create-namespace \
-	  -f infra/kind/values.yaml \
-	  --set architecture=$(ARCH) \
-	  --set-string image.tag=$(IMAGE_TAG) \
-	  --wait --timeout 20m
-	$(KUBECTL) --context kind-$(KIND_CLUSTER) -n $(NAMESPACE) get pods
-	$(HELM) test $(RELEASE) --kube-context kind-$(KIND_CLUSTER) --namespace $(NAMESPACE)
+install: ## Install or upgrade the chart on kind, then `helm test`: make install ARCH=lambda|kappa|both
+	$(call helm_install,kind-$(KIND_CLUSTER),infra/kind/values.yaml)
+
+.PHONY: kind-reprocess
+kind-reprocess: ## Trigger Kappa's reprocessing (kappa_reprocess) as the Airflow UI's button does
+	$(call reprocess,kind-$(KIND_CLUSTER))
+
+.PHONY: kind-quality
+kind-quality: ## The data-quality summary of both architectures (GET /v1/quality on :8000)
+	curl -s http://localhost:8000/v1/quality
 
 .PHONY: kind-compare
 kind-compare: ## The side-by-side comparison as a Job of the release (ARCH=both), followed to its report

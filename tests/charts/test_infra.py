@@ -194,6 +194,15 @@ class TestMakeTargets:
         "target",
         [
             "kind-up",
+            "kind-reprocess",
+            "kind-quality",
+            "minikube-up",
+            "minikube-load",
+            "minikube-install",
+            "minikube-open",
+            "minikube-reprocess",
+            "minikube-down",
+            "images-push",
             "images",
             "kind-load",
             "cluster-images",
@@ -205,7 +214,8 @@ class TestMakeTargets:
         ],
     )
     def test_should_define_the_target_with_help(self, target: str) -> None:
-        assert re.search(rf"^{target}: .*## \S", KIND_MK.read_text(), re.MULTILINE), target
+        makefiles = KIND_MK.read_text() + (ROOT / "infra" / "minikube.mk").read_text()
+        assert re.search(rf"^{target}: .*## \S", makefiles, re.MULTILINE), target
 
     def test_install_should_set_the_architecture_and_unique_image_tags(self) -> None:
         result = self._make("-n", "install", "ARCH=kappa")
@@ -256,3 +266,53 @@ class TestMakeTargets:
         )
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == image_tag()
+
+
+README = ROOT / "README.md"
+STEP = re.compile(r"^# make ([^:]+): .*$")
+
+
+def _readme_steps(section: str) -> list[tuple[str, list[str]]]:
+    """Each `# make TARGET [ARGS]: ...` line of the section's first code block, with the
+    commands below it (a line continued with `\\` joined to the next)."""
+    text = README.read_text().split(f"### {section}\n", 1)[1]
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    steps: list[tuple[str, list[str]]] = []
+    for line in block.replace("\\\n", "").splitlines():
+        if match := STEP.match(line):
+            steps.append((match[1], []))
+        elif line.strip():
+            steps[-1][1].append(" ".join(line.split()))
+    return steps
+
+
+@pytest.mark.parametrize(
+    "section", ["Helm on kind (with Docker)", "Helm on minikube (with Docker)"]
+)
+def test_the_readme_s_steps_are_the_makefile_s_commands(section: str) -> None:
+    """The README's kind and minikube steps show what each make target runs: the same lines."""
+    steps = _readme_steps(section)
+    assert len(steps) >= 5, section
+    for step, shown in steps:
+        result = subprocess.run(
+            ["make", "--no-print-directory", "-n", *step.split(), "IMAGE_TAG=TAG"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        ran = [" ".join(line.split()) for line in result.stdout.replace("\\\n", "").splitlines()]
+        assert shown == ran, step
+
+
+def test_minikube_loads_the_same_six_images_as_kind() -> None:
+    kind = subprocess.run(
+        ["make", "-n", "kind-load", "IMAGE_TAG=TAG"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    minikube = subprocess.run(
+        ["make", "-n", "minikube-load", "IMAGE_TAG=TAG"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    images = set(re.findall(r"lambda-kappa/\w+:TAG", kind))
+    assert len(images) == 6
+    assert set(re.findall(r"lambda-kappa/\w+:TAG", minikube)) == images
