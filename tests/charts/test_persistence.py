@@ -63,3 +63,13 @@ def test_a_disruption_budget_only_when_asked(store: str) -> None:
 def test_a_store_outside_the_release_has_no_budget() -> None:
     values = {"enabled": False, "externalHost": "kafka.example", "pdb": {"create": True}}
     assert render({"architecture": "both", "kafka": values}).of_kind("PodDisruptionBudget") == []
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_kind_s_and_minikube_s_default_storage_class_is_named_as_given(store: str) -> None:
+    """Both clusters' default StorageClass is `standard`: the claims leave it to the cluster,
+    and name it when given."""
+    (template,) = _statefulset(store)["spec"]["volumeClaimTemplates"]
+    assert "storageClassName" not in template["spec"]
+    (template,) = _statefulset(store, storageClass="standard")["spec"]["volumeClaimTemplates"]
+    assert template["spec"]["storageClassName"] == "standard"
