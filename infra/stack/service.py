@@ -58,7 +58,7 @@ class Service(ABC):
         if self.process.pid() is not None:
             action = "already running"
         else:
-            if port_open(self.settings.host, self.port):
+            if port_open(self.settings.host, self.port) and not self._port_let_go():
                 raise StackError(
                     f"{self.name}: port {self.port} is in use by a process the stack did not "
                     f"start; stop it or set LK_{self.name.upper()}_PORT"
@@ -75,6 +75,16 @@ class Service(ABC):
             )
         self.provision()
         return action
+
+    def _port_let_go(self, timeout_s: float = 30.0) -> bool:
+        """True once the port closes, when a process the stack started has just died (killed,
+        crashed): a JVM's main thread is a zombie while its other threads still exit and hold
+        its sockets, seconds on a busy machine. False at once for a port the stack never had."""
+        if not self.process.pid_file.exists():
+            return False
+        return wait_until(
+            lambda: not port_open(self.settings.host, self.port), timeout_s, interval_s=0.1
+        )
 
     def status(self) -> ServiceStatus:
         owned = self.process.pid() is not None

@@ -17,17 +17,20 @@ def _burn(seconds: float) -> None:
 
 
 def test_a_live_threads_cpu_is_found_under_its_name() -> None:
-    stop = threading.Event()
+    stop, burned = threading.Event(), threading.Event()
 
     def spin() -> None:
+        # Its own CPU time, not the wall clock's: on a busy machine 0.4 s of wall time may give
+        # the thread less than 0.2 s of CPU.
         while not stop.is_set():
-            pass
+            if time.thread_time() >= 0.25:
+                burned.set()
 
     before = snapshot(os.getpid())
     worker = threading.Thread(target=spin)
     worker.start()
     try:
-        time.sleep(0.4)
+        assert burned.wait(timeout=60)
         after = snapshot(os.getpid())  # while it runs: an ended thread's time is lost
     finally:
         stop.set()
