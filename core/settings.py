@@ -7,6 +7,7 @@ chart and ``Settings().kafka_port`` in code.
 
 from __future__ import annotations
 
+import json
 import os
 from enum import StrEnum
 from pathlib import Path
@@ -377,9 +378,18 @@ class Settings(BaseSettings):
         environment (a comparison run's drivers, in a pod that writes Spark event logs) must
         not take a value these settings do not have."""
         return {
-            f"LK_{name.upper()}": NONE_ENV if value is None else str(getattr(value, "value", value))
-            for name, value in self.model_dump().items()
+            f"LK_{name.upper()}": _env_value(value) for name, value in self.model_dump().items()
         }
+
+
+def _env_value(value: object) -> str:
+    """One setting as its environment variable: a mapping or a list as JSON (as the settings
+    read them back), an enum by its value."""
+    if value is None:
+        return NONE_ENV
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(getattr(value, "value", value))
 
 
 def get_settings() -> Settings:

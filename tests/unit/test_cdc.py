@@ -3,6 +3,7 @@ names, and how `lk profiles` checks a file before it writes anything."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -109,3 +110,17 @@ def test_a_delete_needs_a_profile_at_that_point_of_the_file() -> None:
         check([ProfileChange("a", None, 5), ProfileChange("a", None, 6)], {"a"}, ["1", "2"])
     with pytest.raises(ProfileTableError, match="1: updated_ts must be >= 0"):
         check([ProfileChange("b", "s", -1)], set(), ["1"])
+
+
+def test_a_connector_override_reaches_a_child_process_as_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`lk compare` starts its streams with `Settings.as_env()`: the override must come back
+    as the same mapping (not Python's repr, which the child cannot read), and so must every
+    other setting."""
+    settings = Settings(cdc_connector_config={"poll.interval.ms": "100"})
+    env = settings.as_env()
+    assert json.loads(env["LK_CDC_CONNECTOR_CONFIG"]) == {"poll.interval.ms": "100"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert Settings() == settings
