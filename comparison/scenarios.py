@@ -317,7 +317,10 @@ def segment_move(ctx: Context) -> None:
             if settings.cdc_enabled
             else "in one batch to the topic"
         )
-        notes.append(f"{len(users)} users moved segment {ctx.moves} time(s), each {how}")
+        if ctx.moves == 1:
+            notes.append(f"{len(users)} users moved to {segment} {how}")
+        else:
+            notes.append(f"{len(users)} users moved segment {ctx.moves} times, each {how}")
         for a, each in seen.items():
             if None in each:
                 notes.append(f"{a}: a move not visible in segment_totals within the timeout")
