@@ -52,6 +52,8 @@ TEMPLATED = {"spark-step": "airflow.stepPods", "spark-executor": "spark.kubernet
 EVERYTHING = {"architecture": "both", "airflow": {"sparkBackend": "kubernetes"}}
 K8S_MASTER = {"spark": {"master": "k8s://https://kubernetes.default.svc"}}
 TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "lk", "effect": "NoSchedule"}
+VOLUME = {"name": "certs", "secret": {"secretName": "team-ca"}}
+MOUNT = {"name": "certs", "mountPath": "/etc/team-ca", "readOnly": True}
 SPREAD = [
     {
         "maxSkew": 1,
@@ -142,6 +144,8 @@ def test_defaults_should_reach_every_pod_executors_and_step_pods_included() -> N
             "podAnnotations": {"example.com/owner": "data"},
             "podLabels": {"example.com/team": "data"},
             "extraEnv": [{"name": "TZ", "value": "UTC"}],
+            "extraVolumes": [VOLUME],
+            "extraVolumeMounts": [MOUNT],
         }
     )
     pods = _pods(rendered)
@@ -159,6 +163,8 @@ def test_defaults_should_reach_every_pod_executors_and_step_pods_included() -> N
         assert meta["annotations"]["example.com/owner"] == "data", name
         assert meta["labels"]["example.com/team"] == "data", name
         assert env_of(main)["TZ"]["value"] == "UTC", name
+        assert VOLUME in spec["volumes"], name  # beside the chart's own
+        assert MOUNT in main["volumeMounts"], name
 
 
 @pytest.mark.parametrize("component", sorted({**COMPONENT_VALUES, **TEMPLATED}))
@@ -172,6 +178,8 @@ def test_a_components_own_values_should_win_for_it_alone(component: str) -> None
         "podAnnotations": {"example.com/owner": "own", "example.com/own": "yes"},
         "podLabels": {"example.com/team": "own"},
         "extraEnv": [{"name": "TZ", "value": "Europe/Paris"}, {"name": "OWN", "value": "1"}],
+        "extraVolumes": [{"name": "own", "emptyDir": {}}],
+        "extraVolumeMounts": [{"name": "own", "mountPath": "/own"}],
     }
     values = load_values(
         **{**EVERYTHING, **K8S_MASTER},
@@ -181,6 +189,8 @@ def test_a_components_own_values_should_win_for_it_alone(component: str) -> None
         podAnnotations={"example.com/owner": "data", "example.com/all": "yes"},
         podLabels={"example.com/team": "data"},
         extraEnv=[{"name": "TZ", "value": "UTC"}, {"name": "ALL", "value": "1"}],
+        extraVolumes=[VOLUME],
+        extraVolumeMounts=[MOUNT],
     )
     pods = _pods(render(deep_merge(values, _nested(path, own))))
     meta, spec, main = pods[component]
@@ -196,12 +206,18 @@ def test_a_components_own_values_should_win_for_it_alone(component: str) -> None
     names = [e["name"] for e in main.get("env", [])]
     assert names[-3:] == ["ALL", "TZ", "OWN"]  # the defaults' others, then its own
     assert env_of(main)["TZ"]["value"] == "Europe/Paris"
+    volumes, mounts = spec["volumes"], main["volumeMounts"]
+    own_volume, own_mount = {"name": "own", "emptyDir": {}}, {"name": "own", "mountPath": "/own"}
+    assert volumes.index(VOLUME) < volumes.index(own_volume)  # the defaults' first
+    assert mounts.index(MOUNT) < mounts.index(own_mount)
     others = {n: p for n, p in pods.items() if n != component}
     for name, (_, other_spec, other_main) in others.items():
         if name != "spark-executor":
             assert other_spec["nodeSelector"] == {"pool": "lk"}, name
         assert other_spec["priorityClassName"] == "lk-default", name
         assert "topologySpreadConstraints" not in other_spec, name
+        assert VOLUME in other_spec["volumes"], name
+        assert {"name": "own", "emptyDir": {}} not in other_spec["volumes"], name
         assert env_of(other_main)["TZ"]["value"] == "UTC", name
 
 

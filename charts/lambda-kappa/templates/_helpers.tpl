@@ -513,7 +513,9 @@ workload's defaults; a component's own non-empty nodeSelector, tolerations, affi
 priorityClassName or topologySpreadConstraints replaces the default, its podAnnotations and podLabels are merged over the defaults (the component's
 win on a shared key), and its extraEnv follows the defaults' entries of other names. What the
 chart sets itself wins over both: its labels (selectors and NetworkPolicies match on them), its
-annotations (checksums, prometheus.io/*) and its own variables, which come first.
+annotations (checksums, prometheus.io/*) and its own variables, which come first. A
+component's extraVolumes and extraVolumeMounts follow the defaults' (the main container mounts
+them), beside the chart's own volumes.
 Resolved here once, as YAML, for every pod the chart defines: its Deployments, StatefulSets,
 Jobs, the comparison's CronJob, the test pod, and the pod templates of the DAGs' step pods
 (airflow.stepPods) and of Spark's executors (spark.kubernetes).
@@ -534,6 +536,8 @@ topologySpreadConstraints: {{ $own.topologySpreadConstraints | default $defaults
 podAnnotations: {{ merge dict ($own.podAnnotations | default dict) ($defaults.podAnnotations | default dict) | toJson }}
 podLabels: {{ merge dict ($own.podLabels | default dict) ($defaults.podLabels | default dict) | toJson }}
 extraEnv: {{ concat $env ($own.extraEnv | default list) | toJson }}
+extraVolumes: {{ concat ($defaults.extraVolumes | default list) ($own.extraVolumes | default list) | toJson }}
+extraVolumeMounts: {{ concat ($defaults.extraVolumeMounts | default list) ($own.extraVolumeMounts | default list) | toJson }}
 {{- end }}
 
 {{/*
@@ -580,6 +584,20 @@ affinity:
 {{- with $pod.tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* A pod's extraVolumes (every pod's, then the component's own) beside the chart's volumes,
+and its main container's extraVolumeMounts likewise. Call: as lk.pod.settings. */}}
+{{- define "lk.pod.extraVolumes" -}}
+{{- with (include "lk.pod.settings" . | fromYaml).extraVolumes }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "lk.pod.extraVolumeMounts" -}}
+{{- with (include "lk.pod.settings" . | fromYaml).extraVolumeMounts }}
+{{- toYaml . }}
 {{- end }}
 {{- end }}
 

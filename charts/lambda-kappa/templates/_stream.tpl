@@ -119,10 +119,12 @@ spec:
           securityContext:
             {{- include "lk.containerSecurityContext" (dict "image" $image) | nindent 12 }}
           volumeMounts:
+            {{- with include "lk.pod.extraVolumeMounts" (dict "root" $root "values" .values) }}{{ . | nindent 12 }}{{ end }}
             - name: tmp
               mountPath: /tmp
             {{- include "lk.sparkDriverVolumeMounts" $driver | nindent 12 }}
       volumes:
+        {{- with include "lk.pod.extraVolumes" (dict "root" $root "values" .values) }}{{ . | nindent 8 }}{{ end }}
         # Spark's local dir, the project's LK_HOME (the heartbeats) and the JVM's scratch space:
         # the only place a driver writes (its root filesystem is read-only).
         - name: tmp

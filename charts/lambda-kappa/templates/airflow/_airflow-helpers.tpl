@@ -286,10 +286,12 @@ spec:
       securityContext:
         {{- include "lk.containerSecurityContext" (dict "image" $app) | nindent 8 }}
       volumeMounts:
+        {{- with include "lk.pod.extraVolumeMounts" (dict "root" . "values" $values) }}{{ . | nindent 8 }}{{ end }}
         - name: tmp
           mountPath: /tmp
         {{- with include "lk.sparkDriverVolumeMounts" (dict "root" .) | trim }}{{ . | nindent 8 }}{{ end }}
   volumes:
+    {{- with include "lk.pod.extraVolumes" (dict "root" . "values" $values) }}{{ . | nindent 4 }}{{ end }}
     # Spark's local dir and the JVM's scratch space: the root filesystem is read-only.
     - name: tmp
       emptyDir: {}
