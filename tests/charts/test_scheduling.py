@@ -146,6 +146,8 @@ def test_defaults_should_reach_every_pod_executors_and_step_pods_included() -> N
             "extraEnv": [{"name": "TZ", "value": "UTC"}],
             "extraVolumes": [VOLUME],
             "extraVolumeMounts": [MOUNT],
+            "podSecurityContext": {"fsGroupChangePolicy": "OnRootMismatch"},
+            "securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "lk"}},
         }
     )
     pods = _pods(rendered)
@@ -165,6 +167,11 @@ def test_defaults_should_reach_every_pod_executors_and_step_pods_included() -> N
         assert env_of(main)["TZ"]["value"] == "UTC", name
         assert VOLUME in spec["volumes"], name  # beside the chart's own
         assert MOUNT in main["volumeMounts"], name
+        # Set over the chart's security contexts, key by key: the chart's other keys stay.
+        assert spec["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch", name
+        assert spec["securityContext"]["runAsNonRoot"] is True, name
+        assert main["securityContext"]["seccompProfile"]["type"] == "Localhost", name
+        assert main["securityContext"]["readOnlyRootFilesystem"] is True, name
 
 
 @pytest.mark.parametrize("component", sorted({**COMPONENT_VALUES, **TEMPLATED}))
@@ -180,6 +187,8 @@ def test_a_components_own_values_should_win_for_it_alone(component: str) -> None
         "extraEnv": [{"name": "TZ", "value": "Europe/Paris"}, {"name": "OWN", "value": "1"}],
         "extraVolumes": [{"name": "own", "emptyDir": {}}],
         "extraVolumeMounts": [{"name": "own", "mountPath": "/own"}],
+        "podSecurityContext": {"fsGroupChangePolicy": "Always"},
+        "securityContext": {"readOnlyRootFilesystem": False},
     }
     values = load_values(
         **{**EVERYTHING, **K8S_MASTER},
@@ -191,6 +200,7 @@ def test_a_components_own_values_should_win_for_it_alone(component: str) -> None
         extraEnv=[{"name": "TZ", "value": "UTC"}, {"name": "ALL", "value": "1"}],
         extraVolumes=[VOLUME],
         extraVolumeMounts=[MOUNT],
+        podSecurityContext={"fsGroupChangePolicy": "OnRootMismatch"},
     )
     pods = _pods(render(deep_merge(values, _nested(path, own))))
     meta, spec, main = pods[component]
@@ -210,6 +220,8 @@ def test_a_components_own_values_should_win_for_it_alone(component: str) -> None
     own_volume, own_mount = {"name": "own", "emptyDir": {}}, {"name": "own", "mountPath": "/own"}
     assert volumes.index(VOLUME) < volumes.index(own_volume)  # the defaults' first
     assert mounts.index(MOUNT) < mounts.index(own_mount)
+    assert spec["securityContext"]["fsGroupChangePolicy"] == "Always"  # its own wins
+    assert main["securityContext"]["readOnlyRootFilesystem"] is False
     others = {n: p for n, p in pods.items() if n != component}
     for name, (_, other_spec, other_main) in others.items():
         if name != "spark-executor":
@@ -218,6 +230,8 @@ def test_a_components_own_values_should_win_for_it_alone(component: str) -> None
         assert "topologySpreadConstraints" not in other_spec, name
         assert VOLUME in other_spec["volumes"], name
         assert {"name": "own", "emptyDir": {}} not in other_spec["volumes"], name
+        assert other_spec["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch", name
+        assert other_main["securityContext"]["readOnlyRootFilesystem"] is True, name
         assert env_of(other_main)["TZ"]["value"] == "UTC", name
 
 

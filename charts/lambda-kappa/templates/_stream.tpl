@@ -70,7 +70,7 @@ spec:
       # Stop after the micro-batch in flight: SIGTERM, then time to commit.
       terminationGracePeriodSeconds: 60
       securityContext:
-        {{- include "lk.podSecurityContext" (dict "image" $image) | nindent 8 }}
+        {{- include "lk.podSecurityContext" (dict "root" $root "values" .values "image" $image) | nindent 8 }}
       initContainers:
         {{- include "lk.waitForInit" (dict "root" $root "minioUser" .component "postgres" "writer") | nindent 8 }}
       containers:
@@ -117,7 +117,7 @@ spec:
           resources:
             {{- toYaml .values.resources | nindent 12 }}
           securityContext:
-            {{- include "lk.containerSecurityContext" (dict "image" $image) | nindent 12 }}
+            {{- include "lk.containerSecurityContext" (dict "root" $root "values" .values "image" $image) | nindent 12 }}
           volumeMounts:
             {{- with include "lk.pod.extraVolumeMounts" (dict "root" $root "values" .values) }}{{ . | nindent 12 }}{{ end }}
             - name: tmp

@@ -131,7 +131,7 @@ serving store's owner, a task's Spark driver memory and Spark's event log.
   resources:
     {{- toYaml .Values.airflow.dbMigrate.resources | nindent 4 }}
   securityContext:
-    {{- include "lk.containerSecurityContext" (dict "image" .Values.images.airflow) | nindent 4 }}
+    {{- include "lk.containerSecurityContext" (dict "root" . "image" .Values.images.airflow) | nindent 4 }}
   volumeMounts:
     {{- include "lk.airflow.volumeMounts" . | nindent 4 }}
 {{- end }}
@@ -186,10 +186,11 @@ readinessProbe:
   timeoutSeconds: 5
 {{- end }}
 
+{{/* Call: (dict "root" $ "values" .Values.airflow.scheduler), the component's values. */}}
 {{- define "lk.airflow.podSpecCommon" -}}
 enableServiceLinks: false
 securityContext:
-  {{- include "lk.podSecurityContext" (dict "image" .Values.images.airflow) | nindent 2 }}
+  {{- include "lk.podSecurityContext" (dict "root" .root "values" .values "image" .root.Values.images.airflow) | nindent 2 }}
 {{- end }}
 
 {{/* True (non-empty) when each DAG step runs in a pod of its own (KubernetesPodOperator). */}}
@@ -228,7 +229,7 @@ needed; else none (empty). */}}
 # Docker Hub, which a cluster without a registry cannot pull. The provider reads the sidecar's
 # security context as a JSON string.
 - name: AIRFLOW_CONN_KUBERNETES_DEFAULT
-  value: {{ dict "conn_type" "kubernetes" "extra" (dict "in_cluster" true "namespace" .Release.Namespace "xcom_sidecar_container_image" (include "lk.image" (dict "root" . "image" .Values.images.app)) "xcom_sidecar_container_security_context" (include "lk.containerSecurityContext" (dict "image" .Values.images.app) | fromYaml | toJson)) | toJson | quote }}
+  value: {{ dict "conn_type" "kubernetes" "extra" (dict "in_cluster" true "namespace" .Release.Namespace "xcom_sidecar_container_image" (include "lk.image" (dict "root" . "image" .Values.images.app)) "xcom_sidecar_container_security_context" (include "lk.containerSecurityContext" (dict "root" . "image" .Values.images.app) | fromYaml | toJson)) | toJson | quote }}
 {{- end }}
 {{- end }}
 
@@ -267,7 +268,7 @@ spec:
   restartPolicy: Never
   {{- with include "lk.pod.scheduling" (dict "root" . "values" $values) }}{{ . | nindent 2 }}{{ end }}
   securityContext:
-    {{- include "lk.podSecurityContext" (dict "image" $app) | nindent 4 }}
+    {{- include "lk.podSecurityContext" (dict "root" . "values" $values "image" $app) | nindent 4 }}
   containers:
     - name: base
       image: {{ include "lk.image" (dict "root" . "image" $app) }}
@@ -284,7 +285,7 @@ spec:
         requests: {cpu: 500m, memory: {{ $memory }}}
         limits: {cpu: "2", memory: {{ $memory }}}
       securityContext:
-        {{- include "lk.containerSecurityContext" (dict "image" $app) | nindent 8 }}
+        {{- include "lk.containerSecurityContext" (dict "root" . "values" $values "image" $app) | nindent 8 }}
       volumeMounts:
         {{- with include "lk.pod.extraVolumeMounts" (dict "root" . "values" $values) }}{{ . | nindent 8 }}{{ end }}
         - name: tmp
