@@ -722,3 +722,17 @@ spec:
                   name: {{ $.port }}
     {{- end }}
 {{- end }}
+
+{{/*
+The ServiceAccount of the pods that call no Kubernetes API (every pod but the Spark drivers and
+the scheduler that starts pods, which have Roles of their own): serviceAccount.name, else the
+release's own when serviceAccount.create; empty, none is named and the namespace's `default`
+runs them. Their token is never mounted either way.
+*/}}
+{{- define "lk.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- .Values.serviceAccount.name | default (include "lk.fullname" .) }}
+{{- else }}
+{{- .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}

@@ -65,6 +65,9 @@ spec:
       serviceAccountName: {{ include "lk.componentName" (dict "root" $root "component" "spark-stream") }}
       automountServiceAccountToken: true
       {{- else }}
+      {{- with include "lk.serviceAccountName" $root }}
+      serviceAccountName: {{ . }}
+      {{- end }}
       automountServiceAccountToken: false
       {{- end }}
       # Stop after the micro-batch in flight: SIGTERM, then time to commit.
