@@ -37,7 +37,10 @@ def _values_comments() -> dict[str, str]:
 
 
 def _readme_rows() -> dict[str, str]:
-    rows = re.findall(r"^\| (\S+) \| \S+ \| .* \| (.*) \|$", chart.README.read_text(), re.M)
+    """The rows of the README's table of every value (its last section; other tables are
+    prose)."""
+    table = chart.README.read_text().split("\n## Every value", 1)[1]
+    rows = re.findall(r"^\| (\S+) \| \S+ \| .* \| (.*) \|$", table, re.M)
     return {key: text for key, text in rows if key != "Key"}  # the header row
 
 
