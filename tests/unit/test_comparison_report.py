@@ -709,7 +709,7 @@ def test_a_segment_move_not_seen_in_time_or_not_exact_says_so() -> None:
 
 
 def test_several_moves_give_the_median_and_the_99th_percentile() -> None:
-    each = {"lambda": [1.0, 2.0, 4.0], "kappa": [1.5, 1.5, 3.5]}
+    each: dict[str, list[float | None]] = {"lambda": [1.0, 2.0, 4.0], "kappa": [1.5, 1.5, 3.5]}
     move = replace(SEGMENT_MOVE, visible_s={"lambda": 2.0, "kappa": 1.5}, each_visible_s=each)
     assert move.percentiles("lambda") == (2.0, pytest.approx(3.96))
     page = render(replace(synthetic_run(), segment_move=move))
