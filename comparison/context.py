@@ -12,8 +12,9 @@ from comparison.deployment import Deployment
 from comparison.feed import Clock, SteadyFeed
 from comparison.figures import ComparisonRun, ScenarioSpan
 from comparison.sampler import Sampler, wait_for
+from core.oracle import compute_views, keep_all_of, logic_filter
 from core.settings import Settings
-from core.store import versions
+from core.store import state, versions
 from core.store.connection import connect
 
 Echo = Callable[[str], None]
@@ -38,6 +39,22 @@ class Context:
     extra_profiles: list[Any] = field(default_factory=list)
     moves: int = 1
     """How many times the segment-move scenario moves its users (`lk compare --moves`)."""
+
+    def full_history_oracle(self, architecture: str) -> dict[str, list[dict[str, Any]]]:
+        """Every view from every profile version, over the events `architecture` kept: Kappa's
+        late-dropped events are left out, so a difference in a profile join is compaction's
+        alone."""
+        keep = logic_filter(self.sampler.logic_version)
+        if architecture == "kappa":
+            with connect(self.settings) as conn:
+                live = versions.live_stream(conn, "kappa")
+                late = set() if live is None else state.late_event_ids(conn, live)
+            keep = keep_all_of(keep, lambda e: e.event_id not in late)
+        return compute_views(
+            self.feed.lines[: self.feed.produced_lines],
+            [*self.sampler.profiles, *self.extra_profiles],
+            keep=keep,
+        ).views
 
     def wait(
         self, condition: Callable[[], bool], timeout_s: float, what: str, step_s: float = 1.0

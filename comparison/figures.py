@@ -108,6 +108,14 @@ def percentile(values: Sequence[float], q: int) -> float | None:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
+def all_seen_percentile(times: Sequence[float | None], q: int) -> float | None:
+    """The `q`-th percentile of times that were all measured; None when one was not (a move
+    not seen within its timeout) or there are none."""
+    if not times or None in times:
+        return None
+    return percentile([t for t in times if t is not None], q)
+
+
 @dataclass(frozen=True, slots=True)
 class LateData:
     architecture: str
@@ -220,10 +228,7 @@ class SegmentMove:
     def percentiles(self, architecture: str) -> tuple[float | None, float | None]:
         """p50 and p99 of `architecture`'s moves, None where a move was not seen in time."""
         each = self.each_visible_s.get(architecture, [])
-        if not each or None in each:
-            return None, None
-        seen = [s for s in each if s is not None]
-        return percentile(seen, 50), percentile(seen, 99)
+        return all_seen_percentile(each, 50), all_seen_percentile(each, 99)
 
 
 @dataclass(frozen=True, slots=True)
