@@ -23,7 +23,6 @@ CHART: Final = ROOT / "charts" / "lambda-kappa"
 VALUES: Final = Path(__file__).with_name("values.yaml")
 NAMESPACE: Final = "lambda-kappa"
 RELEASE: Final = "lk"
-IMAGES: Final = ("app", "airflow", "kafka", "minio", "postgres", "statsd")
 SPARK_MASTER: Final = "k8s://https://kubernetes.default.svc"
 ARCHITECTURES: Final = ("lambda", "kappa", "both")
 
